@@ -1,0 +1,43 @@
+# Two entry points: `make figures` (the embedded default, every figure) and `make test` (the whole suite).
+# Both build their own virtual environment first.
+#
+#   TORCH_PIN         the torch requirement installed into the venv (default: the CPU wheel torch==2.13.0).
+#   USE_SYSTEM_TORCH  set to 1 to keep the torch you already have (GPU users): the venv then sees the
+#                     interpreter's site-packages and torch is not installed.
+#   CORES             cores given to Snakemake (default: all).
+#   SCALE             config preset for `make figures` (default: default).
+
+PYTHON ?= python3
+VENV ?= .venv
+TORCH_PIN ?= torch==2.13.0
+USE_SYSTEM_TORCH ?= 0
+CORES ?= all
+SCALE ?= default
+
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+ifeq ($(USE_SYSTEM_TORCH),1)
+VENV_FLAGS := --system-site-packages
+TORCH_REQ :=
+else
+VENV_FLAGS :=
+TORCH_REQ := $(TORCH_PIN)
+endif
+
+.PHONY: figures test venv clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml requirements.lock
+	$(PYTHON) -m venv $(VENV_FLAGS) $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check $(TORCH_REQ) -c requirements.lock -e '.[test,triton]'
+	touch $@
+
+figures: $(STAMP)
+	$(BIN)/snakemake --cores $(CORES) --config scale=$(SCALE)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+clean:
+	rm -rf results logs benchmarks/*/ .snakemake figures/*/

@@ -1,0 +1,41 @@
+"""The `qscaling` command: one sub-command per stage, each implemented next to the code it drives.
+
+Every sub-command module exposes `add_arguments(parser)` and `run(args) -> int`; this file only routes.
+"""
+
+import argparse
+import importlib
+import sys
+
+# name -> (module, one-line help). Modules are imported only when their command runs.
+COMMANDS = {
+    "train": ("qscaling.train", "train a run from a spec YAML (resumable)"),
+    "evaluate": ("qscaling.evaluate", "validation loss of a checkpoint on a token shard"),
+    "quantize": ("qscaling.quant.cli", "post-training quantization of a checkpoint"),
+    "laws": ("qscaling.laws.cli", "show a scaling law's parameters and derived quantities"),
+    "bench": ("qscaling.bench", "speed benchmarks, printed as ratios against a baseline"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="qscaling", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (module_name, help_text) in COMMANDS.items():
+        command_parser = sub.add_parser(name, help=help_text, description=help_text)
+        module = importlib.import_module(module_name)
+        module.add_arguments(command_parser)
+        command_parser.set_defaults(run=module.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args) or 0
+    except (ValueError, FileNotFoundError) as error:
+        print(f"qscaling {args.command}: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
