@@ -5,15 +5,11 @@ Named inputs ending in .parquet become `tables[name]`; those ending in .json bec
 """
 
 import importlib
-import logging
-import sys
 
 import pandas as pd
 
 from qscaling.figures import save_figure
-
-logging.basicConfig(filename=snakemake.log[0], level=logging.INFO, force=True)  # noqa: F821
-sys.stderr = open(snakemake.log[0], "a")  # noqa: F821
+from qscaling.provenance import job_context
 
 
 def load_inputs(named_inputs):
@@ -28,9 +24,9 @@ def load_inputs(named_inputs):
     return tables, fits
 
 
-module_name, function_name = snakemake.params.function.split(":")  # noqa: F821
-function = getattr(importlib.import_module(module_name), function_name)
-tables, fits = load_inputs(dict(snakemake.input.items()))  # noqa: F821
-figure = function(tables, fits, **dict(getattr(snakemake.params, "kwargs", {}) or {}))  # noqa: F821
-save_figure(figure, snakemake.output[0])  # noqa: F821
-logging.info("rendered %s with %s", snakemake.output[0], snakemake.params.function)  # noqa: F821
+with job_context(snakemake):  # noqa: F821
+    module_name, function_name = snakemake.params.function.split(":")  # noqa: F821
+    function = getattr(importlib.import_module(module_name), function_name)
+    tables, fits = load_inputs(dict(snakemake.input.items()))  # noqa: F821
+    figure = function(tables, fits, **dict(getattr(snakemake.params, "kwargs", {}) or {}))  # noqa: F821
+    save_figure(figure, snakemake.output[0])  # noqa: F821

@@ -1,0 +1,73 @@
+"""Checkpoints in HF format: `model.safetensors` + `config.json` + `qscaling.json` (our metadata).
+
+`qscaling.json` records tokens seen, step, loss, seed, the run spec and the sha256 of the weights file, so a
+corrupted or swapped weights file is caught on load. Writes go to a temporary directory renamed into place.
+"""
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+from qscaling.data.fetch import sha256_file
+
+METADATA_FILE = "qscaling.json"
+WEIGHTS_FILE = "model.safetensors"
+
+
+def write_json_atomic(path: str | os.PathLike, payload: dict) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+def save_checkpoint(model, path: str | os.PathLike, metadata: dict) -> Path:
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp, safe_serialization=True)
+    write_json_atomic(tmp / METADATA_FILE, {**metadata, "weights_sha256": sha256_file(tmp / WEIGHTS_FILE)})
+    if path.exists():
+        shutil.rmtree(path)
+    os.replace(tmp, path)
+    return path
+
+
+def read_metadata(path: str | os.PathLike) -> dict:
+    meta_path = Path(path) / METADATA_FILE
+    if not meta_path.is_file():
+        return {}
+    try:
+        return json.loads(meta_path.read_text())
+    except json.JSONDecodeError as error:
+        raise ValueError(f"checkpoint {path}: {METADATA_FILE} is not valid JSON ({error})") from error
+
+
+def load_checkpoint(path: str | os.PathLike, *, dtype=None):
+    """(model, metadata) from an HF-format directory; any damage is a ValueError naming the checkpoint and file."""
+    from transformers import AutoModelForCausalLM
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    path = Path(path)
+    if not path.is_dir():
+        raise FileNotFoundError(f"checkpoint {path} does not exist")
+    for required in ("config.json", WEIGHTS_FILE):
+        if not (path / required).is_file():
+            raise ValueError(f"checkpoint {path}: {required} is missing")
+    metadata = read_metadata(path)
+    expected = metadata.get("weights_sha256")
+    if expected and sha256_file(path / WEIGHTS_FILE) != expected:
+        raise ValueError(f"checkpoint {path}: {WEIGHTS_FILE} does not match the sha256 recorded in {METADATA_FILE} "
+                         "(corrupted or replaced)")
+    try:
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+    except Exception as error:  # transformers/safetensors raise many types for a damaged file
+        raise ValueError(f"checkpoint {path}: cannot be loaded ({type(error).__name__}: {error})") from error
+    model.eval()
+    return model, metadata

@@ -1,0 +1,144 @@
+"""Config: merge the scale preset, validate against the schema (one-line errors naming the key), expand runs.
+
+`resolve_config(raw)` is what the Snakefile calls before any job exists; `plan_runs(config)` turns the studies'
+needs into unique runs keyed by run id (two studies asking for the same spec share one run).
+"""
+
+import copy
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import jsonschema
+import numpy as np
+import yaml
+
+from qscaling.model import ModelShape
+from qscaling.train import RunSpec
+
+SCHEMA_PATH = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def deep_merge(base: dict, override: dict) -> dict:
+    merged = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def _key_path(error: jsonschema.ValidationError) -> str:
+    return ".".join(str(p) for p in error.absolute_path) or "(top level)"
+
+
+def _one_line(error: jsonschema.ValidationError) -> str:
+    if error.validator == "additionalProperties":
+        allowed = sorted(error.schema.get("properties", {}))
+        unknown = sorted(set(error.instance) - set(allowed)) if isinstance(error.instance, dict) else []
+        where = _key_path(error)
+        keys = ", ".join(f"{where}.{k}" if where != "(top level)" else k for k in unknown)
+        return f"config key {keys}: unknown key" + (f" (valid here: {', '.join(allowed)})" if allowed else "")
+    if error.validator == "required":
+        return f"config key {_key_path(error)}: {error.message}"
+    return f"config key {_key_path(error)}: {error.message}"
+
+
+def validate_against_schema(config: dict, schema_path: Path = SCHEMA_PATH) -> None:
+    schema = yaml.safe_load(schema_path.read_text())
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.absolute_path), _key_path(e)))
+    if errors:
+        best = jsonschema.exceptions.best_match(errors)
+        raise ConfigError(_one_line(best))
+
+
+def _check_semantics(config: dict) -> None:
+    for name, shape in config["ladder"].items():
+        try:
+            ModelShape(**shape, vocab_size=config["corpus"]["vocab_size"], seq_len=config["training"]["seq_len"])
+        except ValueError as error:
+            raise ConfigError(f"config key ladder.{name}: {error}") from error
+    for index, size in enumerate(config["learning_curves"]["sizes"]):
+        if size not in config["ladder"]:
+            raise ConfigError(f"config key learning_curves.sizes.{index}: size '{size}' is not in ladder "
+                              f"(defined: {', '.join(config['ladder'])})")
+    curves = config["learning_curves"]
+    if config["training"]["warmup_tokens"] >= curves["total_tokens"]:
+        raise ConfigError("config key training.warmup_tokens: must be below learning_curves.total_tokens")
+    if curves["first_milestone"] >= curves["total_tokens"]:
+        raise ConfigError("config key learning_curves.first_milestone: must be below learning_curves.total_tokens")
+    corpus = config["corpus"]
+    if corpus["kind"] == "local" and not corpus.get("local_files"):
+        raise ConfigError("config key corpus.local_files: kind 'local' needs at least one file pattern")
+    if corpus["kind"] == "hf" and not corpus.get("hf_dataset"):
+        raise ConfigError("config key corpus.hf_dataset: kind 'hf' needs {name: ...}")
+
+
+def resolve_config(raw: dict) -> dict:
+    """The preset named by `scale` merged over the base values, validated; raises ConfigError (one line)."""
+    presets = raw.get("presets", {})
+    if not isinstance(presets, dict):
+        raise ConfigError("config key presets: must be a mapping of scale name -> overrides")
+    scale = raw.get("scale", "default")
+    if scale not in presets:
+        raise ConfigError(f"config key scale: '{scale}' is not a preset (defined: {', '.join(presets) or 'none'})")
+    resolved = deep_merge({k: v for k, v in raw.items() if k != "presets"}, presets[scale])
+    validate_against_schema(resolved)
+    _check_semantics(resolved)
+    return resolved
+
+
+def corpus_id(config: dict) -> str:
+    """Identity of the token data: a hash of the corpus section (what it is made of and how it is split)."""
+    canonical = json.dumps(config["corpus"], sort_keys=True, separators=(",", ":"))
+    return f"{config['corpus']['kind']}-{hashlib.sha256(canonical.encode()).hexdigest()[:10]}"
+
+
+@dataclass
+class RunPlan:
+    spec: RunSpec
+    milestones: set = field(default_factory=set)  # token counts to save HF checkpoints at
+    branch_points: set = field(default_factory=set)  # token counts to save resumable state at (WSD cooldowns)
+
+
+def run_spec(config: dict, size: str, total_tokens: int, **overrides) -> RunSpec:
+    training = {k: v for k, v in config["training"].items() if k not in ("seq_len", "state_every_steps")}
+    shape = ModelShape(**config["ladder"][size], vocab_size=config["corpus"]["vocab_size"],
+                       seq_len=config["training"]["seq_len"])
+    return RunSpec(size=size, shape=shape, data=corpus_id(config), total_tokens=total_tokens,
+                   **{**training, "betas": tuple(training["betas"]), **overrides})
+
+
+def log_spaced_tokens(start: int, stop: int, count: int) -> list[int]:
+    """`count` token counts from `start` to `stop`, evenly spaced in log, rounded to 3 significant digits."""
+    values = np.geomspace(max(start, 1), stop, count)
+    return sorted({int(float(f"{v:.3g}")) for v in values[:-1]} | {stop})
+
+
+def plan_runs(config: dict) -> dict[str, RunPlan]:
+    """Every unique run the configured studies need, with the union of their milestones."""
+    plans: dict[str, RunPlan] = {}
+
+    def need(spec: RunSpec, milestones=(), branch_points=()) -> str:
+        plan = plans.setdefault(spec.run_id, RunPlan(spec))
+        plan.milestones.update(milestones)
+        plan.branch_points.update(branch_points)
+        return spec.run_id
+
+    curves = config["learning_curves"]
+    milestones = log_spaced_tokens(curves["first_milestone"], curves["total_tokens"], curves["milestones"])
+    for size in curves["sizes"]:
+        need(run_spec(config, size, curves["total_tokens"]), milestones)
+    return plans
+
+
+def learning_curve_runs(config: dict) -> list[str]:
+    curves = config["learning_curves"]
+    return [run_spec(config, size, curves["total_tokens"]).run_id for size in curves["sizes"]]

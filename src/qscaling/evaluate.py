@@ -1,0 +1,120 @@
+"""Evaluation: validation loss (nats/token) of a checkpoint on a fixed held-out token set, as tidy rows.
+
+The held-out set is the first `max_tokens` tokens of the validation shard, cut into consecutive windows of
+seq_len + 1 tokens (no overlap, no sampling), so every checkpoint is scored on exactly the same tokens.
+"""
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+from tqdm import tqdm
+
+from qscaling.checkpoint import load_checkpoint
+from qscaling.data import load_tokens
+
+
+@torch.no_grad()
+def evaluate_loss(model, tokens: np.ndarray, *, seq_len: int, batch_size: int = 16, max_tokens: int | None = None,
+                  progress: bool = False) -> dict:
+    """Mean next-token loss over the held-out windows: {"loss", "loss_se", "tokens"} (se over windows)."""
+    window = seq_len + 1
+    available = tokens.size if max_tokens is None else min(tokens.size, max_tokens)
+    n_windows = available // window
+    if n_windows == 0:
+        raise ValueError(f"held-out set has {available} tokens, fewer than one window of {window}")
+    data = torch.from_numpy(np.asarray(tokens[: n_windows * window]).astype(np.int64)).view(n_windows, window)
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    window_losses = []
+    for start in tqdm(range(0, n_windows, batch_size), disable=not progress, file=sys.stderr, desc="eval"):
+        batch = data[start : start + batch_size].to(device)
+        logits = model(input_ids=batch[:, :-1]).logits.float()
+        per_token = F.cross_entropy(logits.transpose(1, 2), batch[:, 1:], reduction="none")
+        window_losses.append(per_token.mean(dim=1).cpu())
+    model.train(was_training)
+    losses = torch.cat(window_losses).double()
+    return {
+        "loss": float(losses.mean()),
+        "loss_se": float(losses.std() / math.sqrt(len(losses))) if len(losses) > 1 else float("nan"),
+        "tokens": int(n_windows * seq_len),
+    }
+
+
+def evaluate_checkpoint(path, tokens: np.ndarray, *, split: str, max_tokens: int | None, batch_size: int = 16,
+                        seq_len: int | None = None) -> dict:
+    """One tidy row: the checkpoint's metadata (run, N, D, …) and its loss on `tokens`."""
+    model, metadata = load_checkpoint(path)
+    spec = metadata.get("spec", {})
+    seq_len = seq_len or spec.get("shape", {}).get("seq_len") or model.config.max_position_embeddings
+    result = evaluate_loss(model, tokens, seq_len=seq_len, batch_size=batch_size, max_tokens=max_tokens)
+    from qscaling.model import count_non_embedding_params
+
+    return {
+        "run": metadata.get("run_id", Path(path).name),
+        "size": spec.get("size"),
+        "N": count_non_embedding_params(model),
+        "D": metadata.get("tokens_seen"),
+        "milestone": metadata.get("milestone_tokens"),
+        "step": metadata.get("step"),
+        "schedule": spec.get("schedule"),
+        "seed": spec.get("seed"),
+        "split": split,
+        "loss": result["loss"],
+        "loss_se": result["loss_se"],
+        "eval_tokens": result["tokens"],
+        "checkpoint": str(path),
+    }
+
+
+def evaluate_run(run_json: str | Path, tokens_path: str | Path, *, split: str = "val", max_tokens: int | None = None,
+                 batch_size: int = 16) -> pd.DataFrame:
+    """Rows for every checkpoint a run recorded in its run.json."""
+    run_json = Path(run_json)
+    summary = json.loads(run_json.read_text())
+    tokens = load_tokens(tokens_path)
+    rows = [
+        evaluate_checkpoint(run_json.parent / rel, tokens, split=split, max_tokens=max_tokens, batch_size=batch_size)
+        for rel in summary["checkpoints"].values()
+    ]
+    return pd.DataFrame(rows)
+
+
+def write_table(frame: pd.DataFrame, path: str | Path) -> None:
+    """Parquet written atomically, without pandas' index and with a fixed row order."""
+    import os
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    frame.reset_index(drop=True).to_parquet(tmp, index=False)
+    os.replace(tmp, path)
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("checkpoint", nargs="+", help="HF-format checkpoint directories")
+    parser.add_argument("--data", required=True, help="held-out token shard (val.bin)")
+    parser.add_argument("--max-tokens", type=int, default=None, help="evaluate on the first N tokens only")
+    parser.add_argument("--split", default="val", help="label written into the split column")
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--out", help="append rows to this parquet table (created if missing)")
+
+
+def run(args) -> int:
+    tokens = load_tokens(args.data)
+    rows = pd.DataFrame([
+        evaluate_checkpoint(path, tokens, split=args.split, max_tokens=args.max_tokens, batch_size=args.batch_size)
+        for path in args.checkpoint
+    ])
+    if args.out:
+        if Path(args.out).exists():
+            rows = pd.concat([pd.read_parquet(args.out), rows], ignore_index=True)
+        write_table(rows, args.out)
+    print(rows[["run", "N", "D", "split", "loss", "loss_se", "eval_tokens"]].to_string(index=False))
+    return 0

@@ -1,0 +1,313 @@
+"""Training: a run spec in, checkpoints at token milestones out; deterministic, resumable after kill -9.
+
+A run is its spec: everything that changes the weights (shape, data, optimizer, schedule, seed, precision,
+training precision, and for a cooldown branch its trunk and branch point) is hashed into the run id. Milestones,
+logging and threads are not part of it. Batches are a pure function of (seed, step), so resuming needs only the
+saved model, optimizer and RNG state — written atomically every `state_every_steps` steps.
+
+Schedules (`schedule`): "cosine" — linear warmup then cosine to `min_lr_ratio`·lr at `total_tokens`;
+"wsd" — warmup then constant (the stable trunk); a cooldown branch (`cooldown`) resumes from the trunk's state at
+`cooldown.start_tokens` and decays linearly to `min_lr_ratio`·lr at `total_tokens` (Hägele et al. 2024).
+"""
+
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+import yaml
+from tqdm import tqdm
+
+from qscaling.checkpoint import save_checkpoint, write_json_atomic
+from qscaling.data import load_tokens
+from qscaling.model import ModelShape, build_model
+
+SCHEDULES = ("cosine", "wsd")
+AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSpec:
+    size: str  # a human label such as "N100k"; part of the path, not of the identity
+    shape: ModelShape
+    data: str  # identity of the token data (hash of the corpus config)
+    seed: int = 0
+    batch_size: int = 32  # sequences per step
+    lr: float = 3e-3
+    min_lr_ratio: float = 0.1
+    betas: tuple = (0.9, 0.95)
+    eps: float = 1e-8
+    weight_decay: float = 0.1
+    grad_clip: float | None = 1.0
+    dropout: float = 0.0
+    warmup_tokens: int = 0
+    schedule: str = "cosine"
+    total_tokens: int = 1_000_000
+    autocast: str | None = None  # None (fp32), "bf16" or "fp16"
+    training_precision: dict | None = None  # quantization-aware training; see qscaling.quant.qat
+    cooldown: dict | None = None  # {"trunk": run id, "start_tokens": int} for a WSD cooldown branch
+
+    def __post_init__(self):
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"run spec: schedule '{self.schedule}' is not one of {SCHEDULES}")
+        if self.autocast not in (None, *AUTOCAST_DTYPES):
+            raise ValueError(f"run spec: autocast '{self.autocast}' is not one of None, {list(AUTOCAST_DTYPES)}")
+        if self.cooldown is not None and self.schedule != "wsd":
+            raise ValueError("run spec: a cooldown branch needs schedule 'wsd'")
+        if self.cooldown is not None and not 0 < self.cooldown["start_tokens"] < self.total_tokens:
+            raise ValueError(f"run spec: cooldown.start_tokens={self.cooldown['start_tokens']} must lie inside "
+                             f"(0, total_tokens={self.total_tokens})")
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.batch_size * self.shape.seq_len
+
+    @property
+    def total_steps(self) -> int:
+        return math.ceil(self.total_tokens / self.tokens_per_step)
+
+    def identity(self) -> dict:
+        """Everything that changes the weights, canonical (the QAT spec validated and defaults filled)."""
+        fields = dataclasses.asdict(self)
+        fields.pop("size")
+        fields["betas"] = list(self.betas)
+        if self.training_precision:
+            from qscaling.quant.qat import canonical_training_precision
+
+            fields["training_precision"] = canonical_training_precision(self.training_precision)
+        return fields
+
+    @property
+    def run_id(self) -> str:
+        canonical = json.dumps(self.identity(), sort_keys=True, separators=(",", ":"))
+        return f"{self.size}-{hashlib.sha256(canonical.encode()).hexdigest()[:10]}"
+
+    def to_dict(self) -> dict:
+        return {"size": self.size, **self.identity()}
+
+    @classmethod
+    def from_dict(cls, raw: dict) -> "RunSpec":
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(raw) - known)
+        if unknown:
+            raise ValueError(f"run spec: unknown key(s) {unknown}; valid: {sorted(known)}")
+        fields = dict(raw)
+        fields["shape"] = ModelShape(**fields["shape"])
+        if "betas" in fields:
+            fields["betas"] = tuple(fields["betas"])
+        return cls(**fields)
+
+
+def lr_at(spec: RunSpec, tokens: int) -> float:
+    """Learning rate for the step that starts after `tokens` tokens."""
+    peak, floor = spec.lr, spec.lr * spec.min_lr_ratio
+    if tokens < spec.warmup_tokens:
+        return peak * (tokens + spec.tokens_per_step) / (spec.warmup_tokens + spec.tokens_per_step)
+    if spec.schedule == "cosine":
+        progress = min(1.0, (tokens - spec.warmup_tokens) / max(1, spec.total_tokens - spec.warmup_tokens))
+        return floor + 0.5 * (peak - floor) * (1 + math.cos(math.pi * progress))
+    if spec.cooldown is None or tokens < spec.cooldown["start_tokens"]:
+        return peak
+    start = spec.cooldown["start_tokens"]
+    return peak + (floor - peak) * min(1.0, (tokens - start) / (spec.total_tokens - start))
+
+
+def batch_at(tokens: np.ndarray, spec: RunSpec, step: int) -> torch.Tensor:
+    """The step's batch of windows (seq_len + 1 tokens each), a pure function of (seed, step)."""
+    window = spec.shape.seq_len + 1
+    if tokens.size < window:
+        raise ValueError(f"training data has {tokens.size} tokens, fewer than one window of {window}")
+    starts = np.random.default_rng([spec.seed, step]).integers(0, tokens.size - window + 1, spec.batch_size)
+    return torch.from_numpy(np.stack([tokens[s : s + window] for s in starts]).astype(np.int64))
+
+
+def compute_loss(model, batch: torch.Tensor) -> torch.Tensor:
+    """Mean next-token cross-entropy (nats); labels are the shifted window, so no logits are sliced."""
+    inputs, targets = batch[:, :-1], batch[:, 1:]
+    logits = model(input_ids=inputs).logits
+    return F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), targets.reshape(-1))
+
+
+class NonFiniteLoss(RuntimeError):
+    pass
+
+
+def make_optimizer(model, spec: RunSpec) -> torch.optim.AdamW:
+    # Weight decay on matrices only (not norm gains), as in nanoGPT and OLMo.
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    groups = [{"params": decay, "weight_decay": spec.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=spec.lr, betas=spec.betas, eps=spec.eps, foreach=True)
+
+
+def _state_payload(model, optimizer, step: int, tokens_seen: int, losses: list, spec: RunSpec) -> dict:
+    return {
+        "run_id": spec.run_id,
+        "step": step,
+        "tokens_seen": tokens_seen,
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "torch_rng": torch.get_rng_state(),
+        "losses": torch.tensor(losses, dtype=torch.float64),
+    }
+
+
+def save_state(path: Path, payload: dict) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    torch.save(payload, tmp)
+    os.replace(tmp, path)
+
+
+def load_state(path: Path, expected_run: str | None) -> dict:
+    try:
+        state = torch.load(path, weights_only=True)
+    except Exception as error:
+        raise ValueError(f"training state {path} cannot be read ({error}); delete it to restart the run") from error
+    if expected_run is not None and state["run_id"] != expected_run:
+        raise ValueError(f"training state {path} belongs to run {state['run_id']}, not {expected_run}")
+    return state
+
+
+def milestone_name(tokens: int) -> str:
+    return f"tokens_{tokens:012d}"
+
+
+def _autocast(spec: RunSpec, device: torch.device):
+    if spec.autocast is None:
+        return torch.autocast(device.type, enabled=False)
+    return torch.autocast(device.type, dtype=AUTOCAST_DTYPES[spec.autocast])
+
+
+def train(
+    spec: RunSpec,
+    run_dir: str | os.PathLike,
+    train_tokens: str | os.PathLike,
+    *,
+    milestones: list[int] = (),
+    branch_points: list[int] = (),
+    trunk_dir: str | os.PathLike | None = None,
+    state_every_steps: int = 200,
+    device: str = "cpu",
+    progress: bool = True,
+) -> dict:
+    """Train `spec` to `total_tokens`, resuming from `run_dir/state.pt` if present.
+
+    Saves an HF checkpoint at each milestone (tokens; rounded up to whole steps) under `run_dir/checkpoints/`, a
+    resumable state at each branch point under `run_dir/branches/` (for WSD cooldowns), and `run_dir/run.json`.
+    """
+    run_dir, device = Path(run_dir), torch.device(device)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    tokens = load_tokens(train_tokens)
+    if int(tokens.max(initial=0)) >= spec.shape.vocab_size:
+        raise ValueError(f"{train_tokens}: token id {int(tokens.max())} >= model vocab_size {spec.shape.vocab_size}")
+    model = build_model(spec.shape, seed=spec.seed, dropout=spec.dropout)
+    if spec.training_precision:
+        from qscaling.quant.qat import apply_training_precision
+
+        apply_training_precision(model, spec.training_precision)
+    model.to(device).train()
+    optimizer = make_optimizer(model, spec)
+    scaler = torch.amp.GradScaler(device.type, enabled=spec.autocast == "fp16")
+    step, losses = 0, []
+    state_path = run_dir / "state.pt"
+    if state_path.exists():
+        state = load_state(state_path, spec.run_id)
+    elif spec.cooldown is not None:
+        if trunk_dir is None:
+            raise ValueError(f"run {spec.run_id}: a cooldown branch needs its trunk's directory")
+        state = load_state(Path(trunk_dir) / "branches" / f"{milestone_name(spec.cooldown['start_tokens'])}.pt",
+                           spec.cooldown["trunk"])
+    else:
+        state = None
+    if state is not None:
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        torch.set_rng_state(state["torch_rng"])
+        step, losses = state["step"], state["losses"].tolist()
+    else:
+        torch.manual_seed(spec.seed)
+
+    def tokens_after(n_steps: int) -> int:
+        return n_steps * spec.tokens_per_step
+
+    milestone_steps = {math.ceil(m / spec.tokens_per_step): m for m in milestones if m <= spec.total_tokens}
+    branch_steps = {math.ceil(b / spec.tokens_per_step): b for b in branch_points if b < spec.total_tokens}
+    (run_dir / "checkpoints").mkdir(exist_ok=True)
+    bar = tqdm(total=spec.total_steps, initial=step, desc=spec.run_id, unit="step", disable=not progress,
+               file=sys.stderr, mininterval=2.0)
+    started = time.perf_counter()
+    start_step = step
+    while step < spec.total_steps:
+        lr = lr_at(spec, tokens_after(step))
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        batch = batch_at(tokens, spec, step).to(device)
+        with _autocast(spec, device):
+            loss = compute_loss(model, batch)
+        if not torch.isfinite(loss):
+            record = {"run_id": spec.run_id, "step": step, "tokens_seen": tokens_after(step), "loss": float(loss),
+                      "lr": lr, "reason": "non-finite training loss"}
+            write_json_atomic(run_dir / "failure.json", record)
+            raise NonFiniteLoss(f"run {spec.run_id}: loss is {float(loss)} at step {step} "
+                                f"({tokens_after(step)} tokens); recorded in {run_dir / 'failure.json'}")
+        optimizer.zero_grad(set_to_none=True)
+        scaler.scale(loss).backward()
+        if spec.grad_clip:
+            scaler.unscale_(optimizer)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), spec.grad_clip)
+        scaler.step(optimizer)
+        scaler.update()
+        step += 1
+        losses.append(float(loss))
+        bar.update(1)
+        if bar.n % 10 == 0:
+            elapsed = time.perf_counter() - started
+            bar.set_postfix(loss=f"{losses[-1]:.3f}", tok_s=f"{tokens_after(step - start_step) / elapsed:,.0f}")
+        if step in milestone_steps:
+            metadata = {"run_id": spec.run_id, "step": step, "tokens_seen": tokens_after(step),
+                        "milestone_tokens": milestone_steps[step], "train_loss": float(np.mean(losses[-20:])),
+                        "seed": spec.seed, "spec": spec.to_dict()}
+            save_checkpoint(model, run_dir / "checkpoints" / milestone_name(milestone_steps[step]), metadata)
+        if step in branch_steps:
+            (run_dir / "branches").mkdir(exist_ok=True)
+            save_state(run_dir / "branches" / f"{milestone_name(branch_steps[step])}.pt",
+                       _state_payload(model, optimizer, step, tokens_after(step), losses, spec))
+        if step % state_every_steps == 0 or step == spec.total_steps:
+            save_state(state_path, _state_payload(model, optimizer, step, tokens_after(step), losses, spec))
+    bar.close()
+    summary = {
+        "run_id": spec.run_id,
+        "spec": spec.to_dict(),
+        "steps": step,
+        "tokens_seen": tokens_after(step),
+        "final_train_loss": float(np.mean(losses[-20:])) if losses else None,
+        "checkpoints": {str(m): f"checkpoints/{milestone_name(m)}" for m in sorted(milestone_steps.values())},
+        "train_loss_curve": [[tokens_after(i + 1), loss] for i, loss in enumerate(losses)][:: max(1, len(losses) // 200)],
+    }
+    write_json_atomic(run_dir / "run.json", summary)
+    return summary
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("spec", help="run spec YAML (keys of qscaling.train.RunSpec)")
+    parser.add_argument("--data", required=True, help="training token shard (train.bin)")
+    parser.add_argument("--out", required=True, help="run directory (resumes if it holds state.pt)")
+    parser.add_argument("--milestones", default="", help="comma-separated token counts to checkpoint at")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--threads", type=int, default=1)
+
+
+def run(args) -> int:
+    torch.set_num_threads(args.threads)
+    spec = RunSpec.from_dict(yaml.safe_load(Path(args.spec).read_text()))
+    milestones = [int(float(m)) for m in args.milestones.split(",") if m] or [spec.total_tokens]
+    summary = train(spec, args.out, args.data, milestones=milestones, device=args.device)
+    print(json.dumps({k: summary[k] for k in ("run_id", "steps", "tokens_seen", "final_train_loss")}))
+    return 0

@@ -1,0 +1,42 @@
+rule evaluate_run:
+    input:
+        summary=rules.train_run.output.summary,
+        val=rules.prepare_corpus.output.val.format(corpus=CORPUS),
+    output:
+        table="results/evals/{run}/val.parquet",
+    params:
+        max_tokens=config["evaluation"]["max_tokens"],
+        batch_size=config["evaluation"]["batch_size"],
+        device=DEVICE,
+    log:
+        "logs/evaluate/{run}.log",
+    benchmark:
+        "benchmarks/evaluate/{run}.tsv"
+    message:
+        "Evaluating every checkpoint of run {wildcards.run}"
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=60,
+    script:
+        "../scripts/evaluate_run.py"
+
+
+rule collect_learning_curves:
+    input:
+        tables=expand(rules.evaluate_run.output.table, run=learning_curve_runs(config)),
+        summaries=expand(rules.train_run.output.summary, run=learning_curve_runs(config)),
+    output:
+        table="results/tables/learning_curves.parquet",
+    log:
+        "logs/tables/learning_curves.log",
+    benchmark:
+        "benchmarks/tables/learning_curves.tsv"
+    message:
+        "Collecting the learning-curve table"
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=5,
+    script:
+        "../scripts/collect_learning_curves.py"
