@@ -2,7 +2,8 @@
 # Build everything: `snakemake --cores all`; one figure: `snakemake common_learning_curves` (or its path).
 
 
-configfile: "config.yaml"
+# The embedded default lives next to this file, so `--directory` elsewhere still finds it.
+configfile: os.path.join(workflow.basedir, "config.yaml")
 
 
 include: "workflow/rules/common.smk"
