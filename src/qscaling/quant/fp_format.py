@@ -1,0 +1,187 @@
+"""Floating-point element formats ExMy and the reference rounding of float32 values onto them.
+
+A format has a sign bit, E exponent bits and M mantissa bits, IEEE-like: bias 2^(E-1) - 1, subnormals at
+the lowest exponent code (Sun et al. 2025 §2 "IEEE-like with subnormals"). E = 0 has no exponent field at
+all: every value is a "subnormal" m·2^-M, i.e. sign-magnitude fixed point below 1.
+
+What the top exponent code means is an explicit choice (papers.md, cross-paper notes):
+- ``ieee``: reserved for Inf/NaN (torch.float16, bfloat16, float8_e5m2). Needs E >= 2.
+- ``unreserved``: an ordinary binade, no Inf/NaN codes (qtorch; OCP MX FP6/FP4).
+- ``ocp``: what the OCP 8-bit and MX specifications choose per format — E5M2 and every E >= 5 as ``ieee``;
+  E4Mx keeps the top binade but S.1111.1…1 is NaN (torch.float8_e4m3fn: max 448); E <= 3 as ``unreserved``
+  (E3M2 max 28, E2M3 max 7.5, E2M1 max 6). Formats OCP does not define follow the same rule by E.
+
+The reference works in float64, where every float32 value, every power of two used and every quotient by
+an ulp is exact, so rounding happens only where the code says ``round``.
+"""
+
+from dataclasses import dataclass
+
+import torch
+
+from qscaling.quant.rounding import ROUNDING_MODES, round_magnitude
+
+TOP_CODES = ("ocp", "ieee", "unreserved")
+OVERFLOW_MODES = ("saturate", "inf")
+FLOAT32_MAX = torch.finfo(torch.float32).max
+
+
+@dataclass(frozen=True)
+class FloatFormat:
+    """An ExMy element format with its top-code rule resolved; all magnitudes are exact float32 values."""
+
+    exponent_bits: int
+    mantissa_bits: int
+    top_code: str  # as requested: "ocp", "ieee" or "unreserved"
+    has_inf: bool  # the top exponent code encodes Inf/NaN (IEEE)
+    bias: int
+    min_normal_exponent: int  # exponent of the smallest normal binade (1 - bias); subnormals share its ulp
+    max_exponent: int  # exponent of the binade holding the largest finite value
+    max_value: float  # largest finite magnitude
+    min_subnormal: float  # smallest positive magnitude, 2^(1 - bias - M)
+
+    @property
+    def name(self) -> str:
+        return f"e{self.exponent_bits}m{self.mantissa_bits}"
+
+    def values(self) -> torch.Tensor:
+        """Every finite non-negative representable value, ascending (float64), by enumerating the codes."""
+        M = self.mantissa_bits
+        magnitudes = set()
+        exponent_codes = range(2**self.exponent_bits) if self.exponent_bits else [0]
+        for code in exponent_codes:
+            for mantissa in range(2**M):
+                if code == 0:
+                    value = 2.0 ** (self.min_normal_exponent - M) * mantissa
+                else:
+                    value = 2.0 ** (code - self.bias) * (1 + mantissa / 2**M)
+                if value <= self.max_value:
+                    magnitudes.add(value)
+        return torch.tensor(sorted(magnitudes), dtype=torch.float64)
+
+
+def _resolved_top_code(exponent_bits: int, top_code: str) -> str:
+    """The concrete rule behind ``ocp`` (module docstring): 'ieee', 'nan-only' or 'unreserved'."""
+    if top_code != "ocp":
+        return top_code
+    if exponent_bits >= 5:
+        return "ieee"
+    if exponent_bits == 4:
+        return "nan-only"
+    return "unreserved"
+
+
+def fp_format(exponent_bits: int, mantissa_bits: int, top_code: str = "ocp") -> FloatFormat:
+    """The format ExMy under a top-code rule; ValueError naming the field for anything out of range."""
+    E, M = exponent_bits, mantissa_bits
+    name = f"fp format e{E}m{M}"
+    if not (isinstance(E, int) and 0 <= E <= 8):
+        raise ValueError(f"{name}: exponent bits must be 0..8, got {E!r}")
+    if not (isinstance(M, int) and 0 <= M <= 10):
+        raise ValueError(f"{name}: mantissa bits must be 0..10, got {M!r}")
+    if E + M == 0:
+        raise ValueError(f"{name}: needs at least one exponent or mantissa bit")
+    if top_code not in TOP_CODES:
+        raise ValueError(f"{name}: top_code must be one of {', '.join(TOP_CODES)}, got {top_code!r}")
+    rule = _resolved_top_code(E, top_code)
+    if rule == "ieee" and E < 2:
+        raise ValueError(f"{name}: top_code 'ieee' reserves the top exponent code, which needs E >= 2")
+    # E = 0: one "subnormal" binade with values m·2^-M (bias 1 makes 1 - bias = 0).
+    bias = 2 ** (E - 1) - 1 if E else 1
+    min_normal_exponent = 1 - bias
+    if E == 0:
+        max_exponent, max_value = -1, 1.0 - 2.0**-M
+    else:
+        top_exponent = 2**E - 1 - bias
+        if rule == "ieee" or (rule == "nan-only" and M == 0):
+            max_exponent, max_significand = top_exponent - 1, 2.0 - 2.0**-M
+        elif rule == "nan-only":
+            # The all-ones mantissa of the top binade is NaN (float8_e4m3fn): 1.110 · 2^8 = 448.
+            max_exponent, max_significand = top_exponent, 2.0 - 2.0 ** (1 - M)
+        else:
+            max_exponent, max_significand = top_exponent, 2.0 - 2.0**-M
+        max_value = 2.0**max_exponent * max_significand
+    if max_value > FLOAT32_MAX:
+        raise ValueError(f"{name}: top_code {top_code!r} gives a maximum {max_value:g} beyond float32; use 'ieee'")
+    return FloatFormat(
+        exponent_bits=E,
+        mantissa_bits=M,
+        top_code=top_code,
+        has_inf=rule == "ieee",
+        bias=bias,
+        min_normal_exponent=min_normal_exponent,
+        max_exponent=max_exponent,
+        max_value=max_value,
+        min_subnormal=2.0 ** (min_normal_exponent - M),
+    )
+
+
+def _power_of_two(exponent: torch.Tensor) -> torch.Tensor:
+    """2^exponent as float64, built from its bit pattern so it is exact (|exponent| <= 1022)."""
+    return ((exponent.to(torch.int64) + 1023) << 52).view(torch.float64)
+
+
+def round_to_format(
+    x: torch.Tensor,
+    fmt: FloatFormat,
+    rounding: str = "nearest-even",
+    overflow: str = "saturate",
+    uniform: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Reference: the float32 tensor ``x`` rounded element-wise onto ``fmt``, returned as float32.
+
+    Finite values round on the grid of their binade (ulp = 2^(max(e, e_min) - M)); a result above the
+    format's maximum overflows to ±max (``saturate``) or ±Inf (``inf``, IEEE formats only). ±Inf inputs
+    overflow the same way; NaN stays NaN; the sign of zero is kept. ``uniform`` (same shape as x, values in
+    [0, 1)) drives stochastic rounding (see qscaling.quant.rounding).
+    """
+    if x.dtype != torch.float32:
+        raise TypeError(f"round_to_format: x must be float32, got {x.dtype}")
+    if rounding not in ROUNDING_MODES:
+        raise ValueError(f"round_to_format: rounding must be one of {', '.join(ROUNDING_MODES)}, got {rounding!r}")
+    if overflow not in OVERFLOW_MODES:
+        raise ValueError(f"round_to_format: overflow must be one of {', '.join(OVERFLOW_MODES)}, got {overflow!r}")
+    if overflow == "inf" and not fmt.has_inf:
+        raise ValueError(f"round_to_format: overflow 'inf' needs a format with Inf codes; {fmt.name} has none")
+    magnitude = x.to(torch.float64).abs()
+    finite = torch.isfinite(magnitude)
+    _, frexp_exponent = torch.frexp(torch.where(finite, magnitude, 0.0))
+    # frexp gives magnitude = f·2^k with f in [0.5, 1): the binade exponent is k - 1.
+    binade = torch.clamp(frexp_exponent.to(torch.int64) - 1, min=fmt.min_normal_exponent)
+    ulp = _power_of_two(binade - fmt.mantissa_bits)
+    steps = round_magnitude(torch.where(finite, magnitude, 0.0) / ulp, rounding, uniform)
+    rounded = steps * ulp
+    overflow_value = float("inf") if overflow == "inf" else fmt.max_value
+    rounded = torch.where((rounded > fmt.max_value) | torch.isinf(magnitude), overflow_value, rounded)
+    rounded = torch.where(torch.isnan(magnitude), float("nan"), rounded)
+    return torch.copysign(rounded, x.to(torch.float64)).to(torch.float32)
+
+
+FP_SCALES = ("fp32", "pow2", "e8m0")
+
+
+def block_scale(amax: torch.Tensor, fmt: FloatFormat, kind: str = "fp32") -> torch.Tensor:
+    """Reference: the multiplier S applied before rounding (x·S), one per block, from the block's amax.
+
+    ``fp32``: S = FP_max / amax in float32 (Sun et al. 2025 §2), clamped to float32's finite range.
+    ``pow2``: the largest power of two <= that quotient (exact scaling both ways).
+    ``e8m0``: the OCP MX shared scale, x / 2^(floor(log2 amax) - e_max), i.e. S = 2^(e_max - floor(log2
+    amax)) with e_max the exponent of the format's largest binade, clamped to E8M0's 2^-127..2^127. Block
+    maxima then land in [2^e_max, 2^(e_max+1)) and may saturate, as in the MX specification.
+    Blocks whose amax is 0 get S = 1, so they stay exactly zero. ``amax`` is float32, non-negative, finite.
+    """
+    if kind not in FP_SCALES:
+        raise ValueError(f"block_scale: kind must be one of {', '.join(FP_SCALES)}, got {kind!r}")
+    if kind == "e8m0":
+        _, frexp_exponent = torch.frexp(amax.to(torch.float64))
+        scale_exponent = torch.clamp(fmt.max_exponent - (frexp_exponent.to(torch.int64) - 1), -127, 127)
+        scale = _power_of_two(scale_exponent).to(torch.float32)
+    else:
+        # A float32 division (not Tensor.__rtruediv__, which multiplies by a rounded reciprocal).
+        quotient = torch.clamp(amax.new_full((), fmt.max_value) / amax, max=FLOAT32_MAX)
+        if kind == "pow2":
+            _, frexp_exponent = torch.frexp(quotient.to(torch.float64))
+            scale_exponent = torch.clamp(frexp_exponent.to(torch.int64) - 1, -126, 127)
+            quotient = _power_of_two(scale_exponent).to(torch.float32)
+        scale = quotient
+    return torch.where(amax > 0, scale, torch.ones_like(scale))
