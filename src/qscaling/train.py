@@ -251,7 +251,7 @@ def train(
         batch = batch_at(tokens, spec, step).to(device)
         with _autocast(spec, device):
             loss = compute_loss(model, batch)
-        if not torch.isfinite(loss):
+        if not torch.isfinite(loss.detach()):
             record = {"run_id": spec.run_id, "step": step, "tokens_seen": tokens_after(step), "loss": float(loss),
                       "lr": lr, "reason": "non-finite training loss"}
             write_json_atomic(run_dir / "failure.json", record)
@@ -265,7 +265,7 @@ def train(
         scaler.step(optimizer)
         scaler.update()
         step += 1
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
         bar.update(1)
         if bar.n % 10 == 0:
             elapsed = time.perf_counter() - started
@@ -302,12 +302,14 @@ def add_arguments(parser) -> None:
     parser.add_argument("--milestones", default="", help="comma-separated token counts to checkpoint at")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--state-every", type=int, default=200, help="steps between resumable-state saves")
 
 
 def run(args) -> int:
     torch.set_num_threads(args.threads)
     spec = RunSpec.from_dict(yaml.safe_load(Path(args.spec).read_text()))
     milestones = [int(float(m)) for m in args.milestones.split(",") if m] or [spec.total_tokens]
-    summary = train(spec, args.out, args.data, milestones=milestones, device=args.device)
+    summary = train(spec, args.out, args.data, milestones=milestones, device=args.device,
+                    state_every_steps=args.state_every)
     print(json.dumps({k: summary[k] for k in ("run_id", "steps", "tokens_seen", "final_train_loss")}))
     return 0

@@ -1,0 +1,85 @@
+"""Model size accounting, checkpoint integrity, and the evaluation loss against transformers' own loss."""
+
+import pytest
+import torch
+
+from qscaling.checkpoint import load_checkpoint, save_checkpoint
+from qscaling.data import load_tokens
+from qscaling.evaluate import evaluate_checkpoint, evaluate_loss
+from qscaling.model import ModelShape, build_model, count_non_embedding_params
+
+
+@pytest.mark.parametrize("d_model, n_layers, n_heads, d_ff", [(16, 1, 2, 48), (64, 2, 4, 172), (80, 3, 4, 170)])
+def test_non_embedding_count_matches_the_live_model(d_model, n_layers, n_heads, d_ff):
+    shape = ModelShape(d_model, n_layers, n_heads, d_ff, vocab_size=300, seq_len=32)
+    model = build_model(shape)
+    assert count_non_embedding_params(model) == shape.non_embedding_params
+    embedding = model.model.embed_tokens.weight.numel() + model.lm_head.weight.numel()
+    assert sum(p.numel() for p in model.parameters()) == shape.non_embedding_params + embedding
+
+
+def test_same_seed_same_init():
+    shape = ModelShape(16, 1, 2, 48, vocab_size=64, seq_len=16)
+    a, b, c = build_model(shape, seed=3), build_model(shape, seed=3), build_model(shape, seed=4)
+    assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
+    assert not torch.equal(a.lm_head.weight, c.lm_head.weight)
+
+
+@pytest.fixture
+def saved_checkpoint(tmp_path):
+    model = build_model(ModelShape(16, 1, 2, 48, vocab_size=64, seq_len=32), seed=0)
+    return save_checkpoint(model, tmp_path / "ckpt", {"run_id": "Ntest-0", "tokens_seen": 123, "spec": {}}), model
+
+
+def test_checkpoint_round_trip(saved_checkpoint):
+    path, model = saved_checkpoint
+    loaded, metadata = load_checkpoint(path)
+    assert metadata["tokens_seen"] == 123 and len(metadata["weights_sha256"]) == 64
+    for name, tensor in model.state_dict().items():
+        assert torch.equal(loaded.state_dict()[name], tensor), name
+
+
+def test_corrupted_weights_fail_with_the_file_named(saved_checkpoint):
+    path, _ = saved_checkpoint
+    weights = path / "model.safetensors"
+    payload = bytearray(weights.read_bytes())
+    payload[-5] ^= 0xFF
+    weights.write_bytes(bytes(payload))
+    with pytest.raises(ValueError, match=r"checkpoint .*ckpt: model.safetensors does not match the sha256"):
+        load_checkpoint(path)
+
+
+def test_truncated_weights_without_metadata_fail_clearly(saved_checkpoint):
+    path, _ = saved_checkpoint
+    (path / "qscaling.json").unlink()
+    weights = path / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])
+    with pytest.raises(ValueError, match=r"checkpoint .*ckpt: cannot be loaded"):
+        load_checkpoint(path)
+
+
+def test_missing_checkpoint_parts(tmp_path, saved_checkpoint):
+    path, _ = saved_checkpoint
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        load_checkpoint(tmp_path / "nowhere")
+    (path / "config.json").unlink()
+    with pytest.raises(ValueError, match="config.json is missing"):
+        load_checkpoint(path)
+
+
+def test_evaluation_loss_equals_transformers_loss(token_files):
+    model = build_model(ModelShape(16, 1, 2, 48, vocab_size=64, seq_len=32), seed=1).eval()
+    tokens = load_tokens(token_files["val"])
+    result = evaluate_loss(model, tokens, seq_len=32, batch_size=5, max_tokens=33 * 20)
+    windows = torch.from_numpy(tokens[: 33 * 20].astype("int64")).view(20, 33)
+    with torch.no_grad():
+        expected = torch.stack([model(input_ids=w[None], labels=w[None]).loss for w in windows]).mean()
+    assert result["tokens"] == 20 * 32
+    assert result["loss"] == pytest.approx(float(expected), abs=1e-6)
+
+
+def test_evaluate_checkpoint_row(saved_checkpoint, token_files):
+    path, _ = saved_checkpoint
+    row = evaluate_checkpoint(path, load_tokens(token_files["val"]), split="val", max_tokens=2000)
+    assert row["run"] == "Ntest-0" and row["D"] == 123 and row["N"] == 16 * 16 * 4 + 3 * 16 * 48 + 2 * 16 + 16
+    assert row["eval_tokens"] == (2000 // 33) * 32

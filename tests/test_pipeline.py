@@ -1,0 +1,66 @@
+"""End to end: the real Snakemake DAG at scale=smoke, twice from scratch; identical tables and figures."""
+
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def snakemake(repo_root, workdir, *args, timeout=900):
+    command = [sys.executable, "-m", "snakemake", "-s", str(repo_root / "Snakefile"), "--directory", str(workdir),
+               "--cores", "2", "--config", "scale=smoke", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def smoke_runs(repo_root, tmp_path_factory):
+    """Two independent smoke runs of the whole default target."""
+    runs = []
+    for name in ("first", "second"):
+        workdir = tmp_path_factory.mktemp(name)
+        result = snakemake(repo_root, workdir)
+        assert result.returncode == 0, result.stderr[-3000:]
+        runs.append(workdir)
+    return runs
+
+
+def test_smoke_run_builds_the_learning_curves(smoke_runs):
+    first, _ = smoke_runs
+    figure = first / "figures" / "common" / "learning_curves.png"
+    assert figure.stat().st_size > 10_000
+    table = pd.read_parquet(first / "results" / "tables" / "learning_curves.parquet")
+    assert set(table["size"]) == {"N3k", "N7k"}
+    assert (table.groupby("size")["loss"].agg(lambda s: s.iloc[-1] < s.iloc[0])).all()
+    record = first / "results" / "provenance" / "figures" / "common" / "learning_curves.png.json"
+    assert '"rule": "common_learning_curves"' in record.read_text()
+
+
+def test_two_fresh_smoke_runs_give_identical_tables_and_figures(smoke_runs):
+    first, second = smoke_runs
+    for table in sorted((first / "results").rglob("*.parquet")):
+        relative = table.relative_to(first)
+        pd.testing.assert_frame_equal(pd.read_parquet(table), pd.read_parquet(second / relative))
+    figures = sorted((first / "figures").rglob("*.png"))
+    assert figures
+    for figure in figures:
+        assert figure.read_bytes() == (second / figure.relative_to(first)).read_bytes(), figure.name
+
+
+def test_a_finished_run_has_nothing_left_to_do(repo_root, smoke_runs):
+    result = snakemake(repo_root, smoke_runs[0], "--dry-run")
+    assert result.returncode == 0
+    assert "Nothing to be done" in result.stdout + result.stderr
+
+
+def test_every_rule_declares_log_and_benchmark(repo_root):
+    rules_dir = repo_root / "workflow" / "rules"
+    for rules_file in rules_dir.glob("*.smk"):
+        text = rules_file.read_text()
+        for block in text.split("\nrule ")[1:]:
+            name = block.split(":")[0]
+            assert "    log:" in block, f"{rules_file.name}: rule {name} has no log"
+            assert "    benchmark:" in block, f"{rules_file.name}: rule {name} has no benchmark"
+            assert "    resources:" in block, f"{rules_file.name}: rule {name} declares no resources"

@@ -1,0 +1,138 @@
+"""Training: schedules, determinism, bit-exact resume after kill -9, NaN handling, WSD cooldown branches."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+import yaml
+from safetensors.torch import load_file
+
+import qscaling.train as train_module
+from qscaling.model import ModelShape
+from qscaling.train import NonFiniteLoss, RunSpec, lr_at, milestone_name, train
+
+SHAPE = ModelShape(d_model=32, n_layers=2, n_heads=2, d_ff=64, vocab_size=64, seq_len=32)
+
+
+def tiny_spec(**overrides) -> RunSpec:
+    fields = dict(size="Ntiny", shape=SHAPE, data="markov", batch_size=8, lr=3e-3, warmup_tokens=1024,
+                  total_tokens=25_600, schedule="cosine")
+    return RunSpec(**{**fields, **overrides})
+
+
+def weights(checkpoint_dir):
+    return load_file(checkpoint_dir / "model.safetensors")
+
+
+def assert_same_weights(a, b):
+    assert a.keys() == b.keys()
+    for name in a:
+        assert torch.equal(a[name], b[name]), name
+
+
+def test_schedules():
+    cosine = tiny_spec(warmup_tokens=0, min_lr_ratio=0.1)
+    assert lr_at(cosine, 0) == pytest.approx(3e-3)
+    assert lr_at(cosine, cosine.total_tokens // 2) == pytest.approx(0.55 * 3e-3)
+    assert lr_at(cosine, cosine.total_tokens) == pytest.approx(3e-4)
+    trunk = tiny_spec(schedule="wsd")
+    assert lr_at(trunk, 2048) == lr_at(trunk, 20_000) == 3e-3
+    branch = tiny_spec(schedule="wsd", cooldown={"trunk": trunk.run_id, "start_tokens": 20_480})
+    assert lr_at(branch, 20_480) == pytest.approx(3e-3)
+    assert lr_at(branch, 23_040) == pytest.approx(0.5 * (3e-3 + 3e-4))
+    assert lr_at(branch, 25_600) == pytest.approx(3e-4)
+
+
+def test_spec_round_trips_and_rejects_unknown_keys():
+    spec = tiny_spec()
+    assert RunSpec.from_dict(spec.to_dict()) == spec
+    with pytest.raises(ValueError, match=r"unknown key\(s\) \['learning_rate'\]"):
+        RunSpec.from_dict({**spec.to_dict(), "learning_rate": 1.0})
+    with pytest.raises(ValueError, match="schedule 'linear'"):
+        tiny_spec(schedule="linear")
+
+
+def test_training_is_deterministic_and_learns(tmp_path, token_files):
+    spec = tiny_spec()
+    first = train(spec, tmp_path / "a", token_files["train"], milestones=[spec.total_tokens], progress=False)
+    second = train(spec, tmp_path / "b", token_files["train"], milestones=[spec.total_tokens], progress=False)
+    final = milestone_name(spec.total_tokens)
+    assert_same_weights(weights(tmp_path / "a" / "checkpoints" / final), weights(tmp_path / "b" / "checkpoints" / final))
+    curve = [loss for _, loss in first["train_loss_curve"]]
+    assert curve[-1] < curve[0] - 1.0  # ln(64) = 4.16 at start; the chain has ~ln(4) bits of entropy per token
+    assert first["tokens_seen"] == second["tokens_seen"] == 100 * 8 * 32
+
+
+def _train_command(spec_path, token_file, out_dir):
+    return [sys.executable, "-m", "qscaling.cli", "train", str(spec_path), "--data", str(token_file), "--out",
+            str(out_dir), "--milestones", "51200", "--threads", "1", "--state-every", "10"]
+
+
+def test_kill_and_resume_gives_bit_identical_weights(tmp_path, token_files):
+    spec = tiny_spec(total_tokens=51_200, dropout=0.1)  # dropout: the RNG state must survive the restart too
+    spec_path = tmp_path / "spec.yaml"
+    spec_path.write_text(yaml.safe_dump(spec.to_dict()))
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    subprocess.run(_train_command(spec_path, token_files["train"], tmp_path / "reference"), check=True, env=env,
+                   capture_output=True, timeout=300)
+
+    interrupted = subprocess.Popen(_train_command(spec_path, token_files["train"], tmp_path / "resumed"), env=env,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    state = tmp_path / "resumed" / "state.pt"
+    deadline = time.monotonic() + 120
+    while not state.exists() and time.monotonic() < deadline and interrupted.poll() is None:
+        time.sleep(0.01)
+    interrupted.send_signal(signal.SIGKILL)
+    assert interrupted.wait() == -signal.SIGKILL, "the run finished before it could be killed"
+    killed_at = torch.load(state, weights_only=True)["step"]
+    assert 0 < killed_at < spec.total_steps
+    assert not (tmp_path / "resumed" / "run.json").exists()
+
+    subprocess.run(_train_command(spec_path, token_files["train"], tmp_path / "resumed"), check=True, env=env,
+                   capture_output=True, timeout=300)
+    final = milestone_name(51_200)
+    assert_same_weights(weights(tmp_path / "reference" / "checkpoints" / final),
+                        weights(tmp_path / "resumed" / "checkpoints" / final))
+
+
+def test_non_finite_loss_stops_the_run_and_records_it(tmp_path, token_files, monkeypatch):
+    real_loss = train_module.compute_loss
+    calls = {"n": 0}
+
+    def poisoned(model, batch):
+        calls["n"] += 1
+        loss = real_loss(model, batch)
+        return loss * float("nan") if calls["n"] == 6 else loss
+
+    monkeypatch.setattr(train_module, "compute_loss", poisoned)
+    spec = tiny_spec()
+    with pytest.raises(NonFiniteLoss, match=r"loss is nan at step 5 \(1280 tokens\)"):
+        train(spec, tmp_path, token_files["train"], milestones=[2560, spec.total_tokens], progress=False)
+    record = json.loads((tmp_path / "failure.json").read_text())
+    assert record["step"] == 5 and record["tokens_seen"] == 1280 and record["run_id"] == spec.run_id
+    assert not (tmp_path / "run.json").exists()
+    assert not any((tmp_path / "checkpoints").iterdir())
+
+
+def test_wsd_cooldown_branch_starts_from_the_trunk_state(tmp_path, token_files):
+    trunk = tiny_spec(schedule="wsd")
+    train(trunk, tmp_path / "trunk", token_files["train"], milestones=[20_480], branch_points=[20_480],
+          progress=False)
+    branch_state = tmp_path / "trunk" / "branches" / f"{milestone_name(20_480)}.pt"
+    assert torch.load(branch_state, weights_only=True)["step"] == 80
+    branch = tiny_spec(schedule="wsd", cooldown={"trunk": trunk.run_id, "start_tokens": 20_480})
+    assert branch.run_id != trunk.run_id
+    with pytest.raises(ValueError, match="needs its trunk's directory"):
+        train(branch, tmp_path / "orphan", token_files["train"], progress=False)
+    summary = train(branch, tmp_path / "branch", token_files["train"], milestones=[25_600],
+                    trunk_dir=tmp_path / "trunk", progress=False)
+    assert summary["steps"] == 100
+    assert len(summary["train_loss_curve"]) == 100  # the trunk's 80 losses carried over + 20 cooldown steps
+    trunk_weights = weights(tmp_path / "trunk" / "checkpoints" / milestone_name(20_480))
+    branch_weights = weights(tmp_path / "branch" / "checkpoints" / milestone_name(25_600))
+    assert any(not torch.equal(trunk_weights[k], branch_weights[k]) for k in trunk_weights)
