@@ -135,8 +135,31 @@ def compute_loss(model, batch: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), targets.reshape(-1))
 
 
+def _autocast(spec: RunSpec, device: torch.device):
+    if spec.autocast is None:
+        return torch.autocast(device.type, enabled=False)
+    return torch.autocast(device.type, dtype=AUTOCAST_DTYPES[spec.autocast])
+
+
 class NonFiniteLoss(RuntimeError):
     pass
+
+
+def training_step(model, optimizer, scaler, batch: torch.Tensor, spec: RunSpec) -> float:
+    """One optimizer step on `batch`; returns the loss, or raises NonFiniteLoss before touching the weights."""
+    with _autocast(spec, batch.device):
+        loss = compute_loss(model, batch)
+    value = float(loss.detach())
+    if not math.isfinite(value):
+        raise NonFiniteLoss(value)
+    optimizer.zero_grad(set_to_none=True)
+    scaler.scale(loss).backward()
+    if spec.grad_clip:
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), spec.grad_clip)
+    scaler.step(optimizer)
+    scaler.update()
+    return value
 
 
 def make_optimizer(model, spec: RunSpec) -> torch.optim.AdamW:
@@ -177,12 +200,6 @@ def load_state(path: Path, expected_run: str | None) -> dict:
 
 def milestone_name(tokens: int) -> str:
     return f"tokens_{tokens:012d}"
-
-
-def _autocast(spec: RunSpec, device: torch.device):
-    if spec.autocast is None:
-        return torch.autocast(device.type, enabled=False)
-    return torch.autocast(device.type, dtype=AUTOCAST_DTYPES[spec.autocast])
 
 
 def train(
@@ -248,24 +265,16 @@ def train(
         lr = lr_at(spec, tokens_after(step))
         for group in optimizer.param_groups:
             group["lr"] = lr
-        batch = batch_at(tokens, spec, step).to(device)
-        with _autocast(spec, device):
-            loss = compute_loss(model, batch)
-        if not torch.isfinite(loss.detach()):
-            record = {"run_id": spec.run_id, "step": step, "tokens_seen": tokens_after(step), "loss": float(loss),
+        try:
+            loss = training_step(model, optimizer, scaler, batch_at(tokens, spec, step).to(device), spec)
+        except NonFiniteLoss as error:
+            record = {"run_id": spec.run_id, "step": step, "tokens_seen": tokens_after(step), "loss": str(error),
                       "lr": lr, "reason": "non-finite training loss"}
             write_json_atomic(run_dir / "failure.json", record)
-            raise NonFiniteLoss(f"run {spec.run_id}: loss is {float(loss)} at step {step} "
-                                f"({tokens_after(step)} tokens); recorded in {run_dir / 'failure.json'}")
-        optimizer.zero_grad(set_to_none=True)
-        scaler.scale(loss).backward()
-        if spec.grad_clip:
-            scaler.unscale_(optimizer)
-            torch.nn.utils.clip_grad_norm_(model.parameters(), spec.grad_clip)
-        scaler.step(optimizer)
-        scaler.update()
+            raise NonFiniteLoss(f"run {spec.run_id}: loss is {error} at step {step} "
+                                f"({tokens_after(step)} tokens); recorded in {run_dir / 'failure.json'}") from None
         step += 1
-        losses.append(float(loss.detach()))
+        losses.append(loss)
         bar.update(1)
         if bar.n % 10 == 0:
             elapsed = time.perf_counter() - started

@@ -1,8 +1,10 @@
-"""`qscaling bench WHAT`: speed benchmarks printed as ratios against a baseline measured in the same run.
+"""`qscaling bench WHAT [options]`: speed benchmarks printed as ratios against a baseline measured in the same run.
 
-Each benchmark lives in its own module here (`train`, `quant`, `fit`) exposing `add_arguments` and `run`.
+Each benchmark lives in its own module here (`train`, `quant`, `fit`) exposing `add_arguments` and `run`;
+only the chosen one is imported. `qscaling bench WHAT --help` lists its options.
 """
 
+import argparse
 import importlib
 
 BENCHMARKS = {
@@ -13,13 +15,13 @@ BENCHMARKS = {
 
 
 def add_arguments(parser) -> None:
-    sub = parser.add_subparsers(dest="benchmark", required=True, metavar="WHAT")
-    for name, help_text in BENCHMARKS.items():
-        bench_parser = sub.add_parser(name, help=help_text, description=help_text)
-        module = importlib.import_module(f"qscaling.bench.{name}")
-        module.add_arguments(bench_parser)
-        bench_parser.set_defaults(bench_run=module.run)
+    parser.add_argument("benchmark", choices=sorted(BENCHMARKS), metavar="WHAT",
+                        help="; ".join(f"{name}: {text}" for name, text in BENCHMARKS.items()))
+    parser.add_argument("options", nargs=argparse.REMAINDER, help="options of that benchmark")
 
 
 def run(args) -> int:
-    return args.bench_run(args)
+    module = importlib.import_module(f"qscaling.bench.{args.benchmark}")
+    parser = argparse.ArgumentParser(prog=f"qscaling bench {args.benchmark}", description=BENCHMARKS[args.benchmark])
+    module.add_arguments(parser)
+    return module.run(parser.parse_args(args.options))

@@ -1,0 +1,79 @@
+"""`qscaling bench train`: tokens/s of our training step vs a plain loop over stock transformers + AdamW.
+
+Both sides train the same LlamaForCausalLM shape on the same batches. The baseline is what one writes first:
+`model(input_ids, labels=...)` (transformers shifts the labels by slicing the logits) and a default
+`torch.optim.AdamW`. Ours is `qscaling.train.training_step`: labels shifted in the window instead of slicing
+logits, and the optimizer from `make_optimizer`. Repeats interleave the two so drift hits both alike.
+"""
+
+import statistics
+import time
+
+import numpy as np
+import torch
+
+from qscaling.model import ModelShape, build_model
+from qscaling.train import RunSpec, make_optimizer, training_step
+
+
+def _batches(shape: ModelShape, batch_size: int, count: int) -> list[torch.Tensor]:
+    rng = np.random.default_rng(0)
+    return [torch.from_numpy(rng.integers(0, shape.vocab_size, (batch_size, shape.seq_len + 1))) for _ in range(count)]
+
+
+def _time_ours(spec: RunSpec, batches) -> float:
+    model = build_model(spec.shape, seed=0).train()
+    optimizer = make_optimizer(model, spec)
+    scaler = torch.amp.GradScaler("cpu", enabled=False)
+    training_step(model, optimizer, scaler, batches[0], spec)
+    started = time.perf_counter()
+    for batch in batches:
+        training_step(model, optimizer, scaler, batch, spec)
+    return len(batches) * spec.tokens_per_step / (time.perf_counter() - started)
+
+
+def _time_plain(spec: RunSpec, batches) -> float:
+    model = build_model(spec.shape, seed=0).train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=spec.lr, betas=spec.betas, weight_decay=spec.weight_decay)
+
+    def step(batch):
+        loss = model(input_ids=batch[:, :-1], labels=batch[:, :-1]).loss
+        optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), spec.grad_clip)
+        optimizer.step()
+
+    step(batches[0])
+    started = time.perf_counter()
+    for batch in batches:
+        step(batch)
+    return len(batches) * spec.tokens_per_step / (time.perf_counter() - started)
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--d-model", type=int, default=64)
+    parser.add_argument("--n-layers", type=int, default=2)
+    parser.add_argument("--vocab-size", type=int, default=2048)
+    parser.add_argument("--seq-len", type=int, default=256)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--steps", type=int, default=20, help="timed steps per repeat")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=1)
+
+
+def run(args) -> int:
+    torch.set_num_threads(args.threads)
+    shape = ModelShape(args.d_model, args.n_layers, max(1, args.d_model // 16), round(8 * args.d_model / 3),
+                       args.vocab_size, args.seq_len)
+    spec = RunSpec(size="bench", shape=shape, data="random", batch_size=args.batch_size)
+    batches = _batches(shape, args.batch_size, args.steps)
+    ours, plain = [], []
+    for _ in range(args.repeats):
+        plain.append(_time_plain(spec, batches))
+        ours.append(_time_ours(spec, batches))
+    print(f"model: d_model={shape.d_model} layers={shape.n_layers} N={shape.non_embedding_params:,} "
+          f"vocab={shape.vocab_size} seq={shape.seq_len} batch={args.batch_size} threads={args.threads}")
+    print(f"plain transformers + AdamW : {statistics.median(plain):>10,.0f} tokens/s")
+    print(f"qscaling training_step     : {statistics.median(ours):>10,.0f} tokens/s")
+    print(f"ratio (ours / plain)       : {statistics.median(ours) / statistics.median(plain):.2f}x")
+    return 0
