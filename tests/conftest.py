@@ -1,5 +1,7 @@
 """Shared fixtures: the repository root and a small learnable token stream."""
 
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -36,3 +38,22 @@ def token_files(tmp_path_factory) -> dict:
     markov_tokens(60_000, 64, path_seed=1).tofile(paths["train"])
     markov_tokens(8_000, 64, path_seed=2).tofile(paths["val"])
     return paths
+
+
+def run_snakemake(workdir: Path, *args: str, scale: str = "smoke", timeout: int = 900) -> subprocess.CompletedProcess:
+    """The real Snakefile, run with `workdir` as its working directory."""
+    command = [sys.executable, "-m", "snakemake", "-s", str(REPO_ROOT / "Snakefile"), "--directory", str(workdir),
+               "--cores", "2", "--config", f"scale={scale}", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="session")
+def smoke_runs(tmp_path_factory) -> list[Path]:
+    """Two independent, complete smoke runs of the default target (shared by every end-to-end test)."""
+    runs = []
+    for name in ("smoke_first", "smoke_second"):
+        workdir = tmp_path_factory.mktemp(name)
+        result = run_snakemake(workdir)
+        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+        runs.append(workdir)
+    return runs

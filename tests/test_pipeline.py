@@ -1,30 +1,10 @@
 """End to end: the real Snakemake DAG at scale=smoke, twice from scratch; identical tables and figures."""
 
-import subprocess
-import sys
-
 import pandas as pd
 import pytest
+from conftest import run_snakemake
 
 pytestmark = pytest.mark.slow
-
-
-def snakemake(repo_root, workdir, *args, timeout=900):
-    command = [sys.executable, "-m", "snakemake", "-s", str(repo_root / "Snakefile"), "--directory", str(workdir),
-               "--cores", "2", "--config", "scale=smoke", *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
-
-
-@pytest.fixture(scope="module")
-def smoke_runs(repo_root, tmp_path_factory):
-    """Two independent smoke runs of the whole default target."""
-    runs = []
-    for name in ("first", "second"):
-        workdir = tmp_path_factory.mktemp(name)
-        result = snakemake(repo_root, workdir)
-        assert result.returncode == 0, result.stderr[-3000:]
-        runs.append(workdir)
-    return runs
 
 
 def test_smoke_run_builds_the_learning_curves(smoke_runs):
@@ -49,8 +29,8 @@ def test_two_fresh_smoke_runs_give_identical_tables_and_figures(smoke_runs):
         assert figure.read_bytes() == (second / figure.relative_to(first)).read_bytes(), figure.name
 
 
-def test_a_finished_run_has_nothing_left_to_do(repo_root, smoke_runs):
-    result = snakemake(repo_root, smoke_runs[0], "--dry-run")
+def test_a_finished_run_has_nothing_left_to_do(smoke_runs):
+    result = run_snakemake(smoke_runs[0], "--dry-run")
     assert result.returncode == 0
     assert "Nothing to be done" in result.stdout + result.stderr
 

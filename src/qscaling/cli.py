@@ -14,6 +14,8 @@ COMMANDS = {
     "quantize": ("qscaling.quant.cli", "post-training quantization of a checkpoint"),
     "laws": ("qscaling.laws.cli", "show a scaling law's parameters and derived quantities"),
     "bench": ("qscaling.bench", "speed benchmarks, printed as ratios against a baseline"),
+    "trace": ("qscaling.trace", "the chain from an output back to config values, corpus files and checkpoints"),
+    "diff": ("qscaling.diff", "compare two result trees (tables, fits, claims, figures) with tolerances"),
 }
 
 
