@@ -200,21 +200,25 @@ def ptq_critical_data_size(params, N, P_post, *, B=KUMAR2024_CHINCHILLA["B"], be
     return (numerator / (params["gamma_D"] * params["C_T"])) ** (1 / (params["gamma_D"] + beta))
 
 
-def inference_aware_optimum(params, cost, served_tokens) -> tuple[float, float, float]:
+def inference_aware_optimum(params, cost, served_tokens, serving_bits=16) -> tuple[float, float, float]:
     """(P*, N*, D*) minimising training-precision loss under a training + serving budget.
 
     Cost model (an assumption of this project (?), stated in fig9): training (6/16)·N·D·P plus serving
-    (2/16)·N·P per token for `served_tokens` tokens, at the training precision. served_tokens = 0 is the
-    training-only optimum, where P* is the constant of compute_optimal_precision.
+    2·N·(serving_bits/16) FLOP-equivalents per token for `served_tokens` tokens. Serving cost grows with N
+    but not with the training precision, so a larger serving load favours smaller models trained longer.
+    served_tokens = 0 gives the training-only optimum, where P* is compute_optimal_precision's constant.
     """
+    serving = 2 * serving_bits / 16 * served_tokens  # per parameter
+
+    def tokens(N, P):
+        return (cost - N * serving) / (COMPUTE_PER_BIT * N * P)
 
     def best_for_precision(P):
-        most_params = 16 * cost / (P * (6 + 2 * served_tokens))  # keeps D ≥ 1 token
+        most_params = cost / (serving + COMPUTE_PER_BIT * P)  # keeps D ≥ 1 token
 
         def loss(log_N):
             N = math.exp(log_N)
-            D = (16 * cost / (N * P) - 2 * served_tokens) / 6
-            x = {"N": N, "D": D, "P_w": P, "P_a": P, "P_kv": P}
+            x = {"N": N, "D": tokens(N, P), "P_w": P, "P_a": P, "P_kv": P}
             return float(training_precision_loss(params, x))
 
         found = minimize_scalar(loss, bounds=(math.log(1e3), math.log(most_params)), method="bounded",
@@ -226,7 +230,7 @@ def inference_aware_optimum(params, cost, served_tokens) -> tuple[float, float, 
                             options={"xatol": 1e-7})
     P = float(found.x)
     N = best_for_precision(P)[1]
-    return P, N, (16 * cost / (N * P) - 2 * served_tokens) / 6
+    return P, N, tokens(N, P)
 
 
 def derived_quantities(law_name, params) -> dict[str, float]:
