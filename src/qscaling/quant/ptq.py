@@ -1,0 +1,250 @@
+"""Model-level post-training quantization: RTN, GPTQ, AWQ and W8A8 over every Linear of a causal LM.
+
+`quantize_model(model, method, spec, calib_tokens=...)` quantizes in place and returns JSON-able metadata.
+Calibration-based methods (GPTQ, AWQ) run block by block: the inputs of block 0 are captured once, each
+block is processed, and its outputs become the next block's inputs (GPTQ: outputs of the *quantized* block,
+as in the reference `opt_sequential`; AWQ: outputs of the scaled full-precision block, as in llm-awq).
+"""
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from qscaling.quant import parse_spec
+from qscaling.quant.awq import DEFAULT_GRID_POINTS, awq_scale_block
+from qscaling.quant.gptq import DEFAULT_BLOCK_SIZE, DEFAULT_DAMP, HessianAccumulator, gptq_quantize_weight
+from qscaling.quant.roles import BLOCK_ROLE_ORDER, ROLES, decoder_blocks, linear_sites, model_layout, untie_lm_head
+from qscaling.quant.rtn import rtn_quantize_linear
+from qscaling.quant.w8a8 import DEFAULT_ACTIVATION_SPEC, quantize_linear_inputs
+
+METHODS = ("rtn", "gptq", "awq", "w8a8")
+DEFAULT_ROLES = ("qkv", "o", "fc1", "fc2")  # lm_head stays full precision, as in GPTQ / AWQ / Kumar et al.
+# GPTQ paper, Sec. 5 "Calibration data": 128 random 2048-token segments.
+DEFAULT_CALIBRATION_SEQUENCES = 128
+DEFAULT_CALIBRATION_LENGTH = 2048
+DEFAULT_CALIBRATION_SEED = 0
+QUANTIZATION_METADATA = "quantization.json"  # written next to the weights by `qscaling quantize`
+
+
+def sample_calibration(tokens: np.ndarray, n_sequences: int, seq_len: int, seed: int) -> torch.Tensor:
+    """`n_sequences` windows of `seq_len` tokens at seeded random offsets of a flat token stream."""
+    if seq_len < 1 or n_sequences < 1:
+        raise ValueError(f"calibration: n_sequences={n_sequences}, seq_len={seq_len}; both must be ≥ 1")
+    if len(tokens) <= seq_len:
+        raise ValueError(f"calibration: the token file has {len(tokens)} tokens, need more than seq_len={seq_len}")
+    starts = np.random.default_rng(seed).integers(0, len(tokens) - seq_len, size=n_sequences)
+    windows = np.stack([np.asarray(tokens[start : start + seq_len], dtype=np.int64) for start in starts])
+    return torch.from_numpy(windows)
+
+
+class _StopForward(Exception):
+    """Raised by the capture hook once block 0's inputs are recorded: nothing after it needs to run."""
+
+
+@dataclass
+class BlockCall:
+    """The positional and keyword arguments one calibration batch passes to a decoder block."""
+
+    args: tuple
+    kwargs: dict
+
+    @property
+    def hidden(self) -> torch.Tensor:
+        return self.args[0] if self.args else self.kwargs["hidden_states"]
+
+    def run(self, block: nn.Module, hidden: torch.Tensor) -> torch.Tensor:
+        """The block's output hidden states for `hidden` in place of the recorded input."""
+        if self.args:
+            output = block(hidden, *self.args[1:], **self.kwargs)
+        else:
+            output = block(**{**self.kwargs, "hidden_states": hidden})
+        return output[0] if isinstance(output, tuple) else output
+
+
+def capture_block_inputs(model: nn.Module, batches) -> list[BlockCall]:
+    """Run the part of the model before block 0 on each batch of token ids and record block 0's arguments."""
+    calls = []
+
+    def record(module, args, kwargs):
+        calls.append(BlockCall(args, dict(kwargs)))
+        raise _StopForward
+
+    hook = decoder_blocks(model)[0].register_forward_pre_hook(record, with_kwargs=True)
+    try:
+        for batch in batches:
+            try:
+                model(input_ids=batch.to(model.device), use_cache=False)
+            except _StopForward:
+                pass
+    finally:
+        hook.remove()
+    return calls
+
+
+def _selected_sites(model, roles):
+    return [site for site in linear_sites(model) if site.role in roles]
+
+
+def _run_blocks(block, calls, hiddens):
+    return [call.run(block, hidden) for call, hidden in zip(calls, hiddens)]
+
+
+def _accumulate_hessians(modules: dict[str, nn.Linear], run_forward) -> dict[str, HessianAccumulator]:
+    """Hessians of each Linear's inputs, gathered by forward hooks while `run_forward()` runs."""
+    accumulators = {name: HessianAccumulator(m.in_features, m.weight.device) for name, m in modules.items()}
+    hooks = [
+        module.register_forward_hook(lambda mod, args, out, acc=accumulators[name]: acc.add(args[0]))
+        for name, module in modules.items()
+    ]
+    try:
+        run_forward()
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return accumulators
+
+
+def _gptq_model(model, spec, sites, calls, calibration, *, true_sequential, **gptq_options) -> dict[str, float]:
+    """GPTQ every selected Linear, block by block; returns each layer's Hessian-weighted error."""
+    losses = {}
+    hiddens = [call.hidden for call in calls]
+    for index, block in enumerate(decoder_blocks(model)):
+        block_sites = [site for site in sites if site.block == index]
+        if true_sequential:
+            stages = [[site for site in block_sites if site.role == role] for role in BLOCK_ROLE_ORDER]
+        else:
+            stages = [block_sites]
+        for stage in filter(None, stages):
+            modules = {site.name: site.module for site in stage}
+            accumulators = _accumulate_hessians(modules, lambda: _run_blocks(block, calls, hiddens))
+            for name, module in modules.items():
+                module.weight.data, losses[name] = gptq_quantize_weight(
+                    module.weight.data, accumulators[name].hessian, spec, **gptq_options
+                )
+        hiddens = _run_blocks(block, calls, hiddens)
+    for head in (site for site in sites if site.block is None):
+        # The lm_head sees the final norm of the last quantized block: one full forward gathers its inputs.
+        accumulators = _accumulate_hessians({head.name: head.module}, lambda: _forward_batches(model, calibration))
+        head.module.weight.data, losses[head.name] = gptq_quantize_weight(
+            head.module.weight.data, accumulators[head.name].hessian, spec, **gptq_options
+        )
+    return losses
+
+
+def _forward_batches(model, batches):
+    for batch in batches:
+        model(input_ids=batch.to(model.device), use_cache=False)
+
+
+def _awq_model(model, spec, sites, calls, *, grid_points) -> dict[str, float]:
+    """AWQ scale search block by block, then RTN of every selected Linear; returns each Linear's best α."""
+    alphas = {}
+    blocks_path = model_layout(model).blocks
+    selected = {site.name for site in sites}
+    hiddens = [call.hidden for call in calls]
+    for index, block in enumerate(decoder_blocks(model)):
+        prefix = f"{blocks_path}.{index}."
+        chosen = awq_scale_block(
+            model,
+            block,
+            lambda scaled_block: _run_blocks(scaled_block, calls, hiddens),
+            spec,
+            consumers_selected=lambda path: prefix + path in selected,
+            grid_points=grid_points,
+        )
+        alphas.update({prefix + path: alpha for path, alpha in chosen.items()})
+        hiddens = _run_blocks(block, calls, hiddens)
+    for site in sites:
+        rtn_quantize_linear(site.module, spec)
+    return alphas
+
+
+def quantize_model(
+    model: nn.Module,
+    method: str,
+    spec,
+    *,
+    calib_tokens: torch.Tensor | None = None,
+    roles=DEFAULT_ROLES,
+    batch_size: int = 8,
+    gptq_block_size: int = DEFAULT_BLOCK_SIZE,
+    gptq_damp: float = DEFAULT_DAMP,
+    gptq_act_order: bool = False,
+    gptq_static_groups: bool = False,
+    gptq_true_sequential: bool = False,
+    awq_grid_points: int = DEFAULT_GRID_POINTS,
+    activation_spec=DEFAULT_ACTIVATION_SPEC,
+    outlier_threshold: float | None = None,
+) -> dict:
+    """Quantize `model` in place with `method` at weight `spec`; returns metadata describing what was done.
+
+    `calib_tokens`: (sequences × seq_len) token ids (see `sample_calibration`), required by gptq and awq.
+    `roles`: which Linears to quantize (`ROLES`). W8A8 also fake-quantizes the inputs of those Linears at
+    run time with `activation_spec` (per-token INT8), keeping input columns with |x| > `outlier_threshold`
+    in full precision when given (LLM.int8's 6.0).
+    """
+    if method not in METHODS:
+        raise ValueError(f"method: got {method!r}, valid: {', '.join(METHODS)}")
+    unknown_roles = sorted(set(roles) - set(ROLES))
+    if unknown_roles:
+        raise ValueError(f"roles: got {unknown_roles}, valid: {', '.join(ROLES)}")
+    spec = parse_spec(spec)
+    if method in ("gptq", "awq") and calib_tokens is None:
+        raise ValueError(f"calib_tokens: method {method!r} needs calibration tokens, got None")
+    if "lm_head" in roles:
+        untie_lm_head(model)
+    sites = _selected_sites(model, roles)
+    metadata = {"method": method, "spec": str(spec), "roles": sorted(roles, key=ROLES.index)}
+    started = time.perf_counter()
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        if method in ("rtn", "w8a8"):
+            for site in sites:
+                rtn_quantize_linear(site.module, spec)
+        if method == "w8a8":
+            activation_spec = parse_spec(activation_spec)
+            quantize_linear_inputs([site.module for site in sites], activation_spec, outlier_threshold)
+            metadata["w8a8"] = {"activation_spec": str(activation_spec), "outlier_threshold": outlier_threshold}
+        if method in ("gptq", "awq"):
+            batches = calib_tokens.split(batch_size)
+            calls = capture_block_inputs(model, batches)
+            metadata["calibration"] = {"sequences": calib_tokens.shape[0], "seq_len": calib_tokens.shape[1]}
+        if method == "gptq":
+            options = {
+                "block_size": gptq_block_size,
+                "damp": gptq_damp,
+                "act_order": gptq_act_order,
+                "static_groups": gptq_static_groups,
+            }
+            metadata["gptq"] = {**options, "true_sequential": gptq_true_sequential}
+            metadata["layer_errors"] = _gptq_model(
+                model, spec, sites, calls, batches, true_sequential=gptq_true_sequential, **options
+            )
+        if method == "awq":
+            metadata["awq"] = {"grid_points": awq_grid_points}
+            metadata["awq_alphas"] = _awq_model(model, spec, sites, calls, grid_points=awq_grid_points)
+    model.train(was_training)
+    metadata["seconds"] = time.perf_counter() - started
+    return metadata
+
+
+def load_quantized_model(path):
+    """A checkpoint written by `qscaling quantize`, with W8A8's run-time input quantization re-applied.
+
+    Weight-only methods need nothing beyond transformers' own loader; returns (model, metadata).
+    """
+    from transformers import AutoModelForCausalLM
+
+    path = Path(path)
+    metadata = json.loads((path / QUANTIZATION_METADATA).read_text())
+    model = AutoModelForCausalLM.from_pretrained(path, use_safetensors=True)
+    if metadata["method"] == "w8a8":
+        modules = [site.module for site in _selected_sites(model, metadata["roles"])]
+        quantize_linear_inputs(modules, metadata["w8a8"]["activation_spec"], metadata["w8a8"]["outlier_threshold"])
+    return model, metadata
