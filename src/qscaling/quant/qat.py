@@ -1,0 +1,267 @@
+"""Quantization-aware / low-precision training: fake-quantized Linears driven by a training-precision spec.
+
+A training precision is a dict (the run spec's `training_precision`); every field is optional:
+
+    weights, activations       forward GEMM inputs W and X (Sun et al. 2025 "P2", "P1"; Chen et al. W4A4)
+    kv                         k/v projection outputs (Kumar et al. 2024's KV cache P_kv)
+    backward_weight            W in dX = dY·W   (Sun et al. "P4")
+    backward_activation        X in dW = dYᵀ·X  (Sun et al. "P6")
+    backward_grad_output       dY in both backward GEMMs (Sun et al. "P3"/"P5")
+    ste                        "clipped" (default): zero gradient where the forward quantizer clamped the
+                               value; "identity": pass every gradient through
+    exclude                    roles left in full precision (default ["lm_head"])
+    overrides                  {role: {field: spec or null}}, e.g. Chen et al.'s FC2 input at 8 bits:
+                               {"fc2": {"activations": "int8:g128"}}
+
+Each tensor field is a quantization spec string (`int4:g128`, `fp:e4m3:b32`, ...) or null. Without backward
+fields this is forward-only QAT with a straight-through estimator: the backward GEMMs use the tensors the
+forward used (dX = dY·Q(W), dW = dYᵀ·Q(X)), exactly as autograd through fake-quant would. A backward field
+instead re-quantizes the full-precision tensor with its own spec for that GEMM, as Sun et al. do.
+KV: the k and v output channels of the projections are fake-quantized (with the same STE) before RoPE and
+attention; for GPT-NeoX's fused QKV only its k and v channels are.
+"""
+
+from dataclasses import dataclass, fields
+
+import torch
+from torch import nn
+
+from qscaling.quant import choose_qparams, code_range, parse_spec, quantize
+from qscaling.quant.rounding import round_signed, uniform_like
+from qscaling.quant.roles import ROLES, linear_sites, model_layout
+
+TENSOR_FIELDS = (
+    "weights",
+    "activations",
+    "kv",
+    "backward_weight",
+    "backward_activation",
+    "backward_grad_output",
+)
+STE_MODES = ("clipped", "identity")
+DEFAULT_EXCLUDE = ("lm_head",)
+FIELDS = (*TENSOR_FIELDS, "ste", "exclude", "overrides")
+
+
+def _canonical_spec(value, where: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise TypeError(f"training_precision.{where}: expected a spec string or null, got {type(value).__name__}")
+    try:
+        return str(parse_spec(value))
+    except ValueError as error:
+        raise ValueError(f"training_precision.{where}: {error}") from error
+
+
+def canonical_training_precision(precision: dict | None) -> dict:
+    """The validated precision with every default filled in and keys sorted: part of a run's identity.
+
+    None (full-precision training) gives the all-null precision, so both spellings hash alike.
+    """
+    precision = {} if precision is None else precision
+    if not isinstance(precision, dict):
+        raise TypeError(f"training_precision: expected a mapping or null, got {type(precision).__name__}")
+    unknown = sorted(set(precision) - set(FIELDS))
+    if unknown:
+        raise ValueError(f"training_precision: unknown field(s) {unknown}, valid: {', '.join(FIELDS)}")
+    canonical = {field: _canonical_spec(precision.get(field), field) for field in TENSOR_FIELDS}
+    canonical["ste"] = precision.get("ste", "clipped")
+    if canonical["ste"] not in STE_MODES:
+        raise ValueError(f"training_precision.ste: got {canonical['ste']!r}, valid: {', '.join(STE_MODES)}")
+    exclude = precision.get("exclude", list(DEFAULT_EXCLUDE))
+    bad_roles = sorted(set(exclude) - set(ROLES)) if isinstance(exclude, (list, tuple)) else exclude
+    if bad_roles:
+        raise ValueError(f"training_precision.exclude: got {bad_roles!r}, valid roles: {', '.join(ROLES)}")
+    canonical["exclude"] = sorted(set(exclude), key=ROLES.index)
+    overrides = precision.get("overrides", {})
+    if not isinstance(overrides, dict) or not set(overrides) <= set(ROLES):
+        raise ValueError(f"training_precision.overrides: got {overrides!r}, keys must be roles: {', '.join(ROLES)}")
+    canonical["overrides"] = {}
+    for role in sorted(overrides, key=ROLES.index):
+        unknown = sorted(set(overrides[role]) - set(TENSOR_FIELDS))
+        if unknown:
+            raise ValueError(
+                f"training_precision.overrides.{role}: unknown field(s) {unknown}, valid: {', '.join(TENSOR_FIELDS)}"
+            )
+        canonical["overrides"][role] = {
+            field: _canonical_spec(value, f"overrides.{role}.{field}") for field, value in sorted(overrides[role].items())
+        }
+    return dict(sorted(canonical.items()))
+
+
+@dataclass(frozen=True)
+class LinearPrecision:
+    """The parsed specs one Linear trains with (None: full precision for that tensor)."""
+
+    weights: object = None
+    activations: object = None
+    kv: object = None
+    backward_weight: object = None
+    backward_activation: object = None
+    backward_grad_output: object = None
+    clipped_ste: bool = True
+
+    @property
+    def is_full_precision(self) -> bool:
+        return all(getattr(self, field) is None for field in TENSOR_FIELDS)
+
+
+def _per_element(params: torch.Tensor, x: torch.Tensor, spec) -> torch.Tensor:
+    """A QuantParams field ([..., n_groups]) expanded to broadcast against x [..., K]."""
+    if spec.granularity != "group":
+        return params
+    return params.repeat_interleave(spec.group_size, dim=-1)[..., : x.shape[-1]]
+
+
+def clamp_mask(x: torch.Tensor, spec) -> torch.Tensor:
+    """True where quantizing `x` at `spec` did not clamp it: where the clipped STE lets the gradient through.
+
+    INT: the rounded code round(x/s) + z lies in the code range (torch.fake_quantize_*'s backward mask).
+    FP: |x·S| rounds onto the format rather than past its maximum (it is below max + ½ ulp of the top binade).
+    NaN elements pass nothing.
+    """
+    spec = parse_spec(spec)
+    params = choose_qparams(x, spec)
+    x32 = x.detach().float()
+    scale = _per_element(params.scale, x32, spec)
+    if spec.kind == "fp":
+        fmt = spec.float_format
+        half_top_ulp = 2.0 ** (fmt.max_exponent - fmt.mantissa_bits) / 2
+        return (x32 * scale).abs() < fmt.max_value + half_top_ulp
+    uniform = uniform_like(x32, spec.seed) if spec.rounding == "stochastic" else None
+    scaled = x32 / scale if spec.division == "div" else x32 * torch.reciprocal(scale)
+    codes = round_signed(scaled, spec.rounding, uniform) + _per_element(params.zero_point, x32, spec)
+    low, high = code_range(spec.bits, spec.symmetric)
+    return (codes >= low) & (codes <= high)
+
+
+class QuantizeSTE(torch.autograd.Function):
+    """Fake quantization whose backward is the straight-through estimator, clipped or not."""
+
+    @staticmethod
+    def forward(ctx, x, spec, clipped):
+        quantized = quantize(x, spec)
+        ctx.clipped = clipped
+        if clipped:
+            ctx.save_for_backward(clamp_mask(x, spec))
+        return quantized
+
+    @staticmethod
+    def backward(ctx, grad):
+        if not ctx.clipped:
+            return grad, None, None
+        (inside,) = ctx.saved_tensors
+        return grad * inside, None, None
+
+
+def fake_quantize_ste(x: torch.Tensor, spec, clipped: bool = True) -> torch.Tensor:
+    """`quantize(x, spec)` in the forward pass; gradient 1 (0 where clamped, if `clipped`) in the backward."""
+    return x if spec is None else QuantizeSTE.apply(x, spec, clipped)
+
+
+def _quantize_or_keep(x: torch.Tensor, spec) -> torch.Tensor:
+    return x if spec is None else quantize(x, spec)
+
+
+class QuantizedLinearFunction(torch.autograd.Function):
+    """y = Q_a(X)·Q_w(W)ᵀ + b whose backward GEMMs take their own quantized inputs (Sun et al. 2025, Fig. 2).
+
+    dX = Q_g(dY)·W_b and dW = Q_g(dY)ᵀ·X_b, where W_b = Q_bw(W) if a backward-weight spec is set, else the
+    forward's Q_w(W) (and likewise X_b); then the clipped STE zeroes dX / dW where the forward clamped X / W.
+    With every spec None, the GEMMs are exactly those autograd records for F.linear (mm / addmm), so the
+    gradients are bit-identical to torch's.
+    """
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, precision: LinearPrecision):
+        x_forward = _quantize_or_keep(x, precision.activations)
+        w_forward = _quantize_or_keep(weight, precision.weights)
+        x_backward = x_forward if precision.backward_activation is None else quantize(x, precision.backward_activation)
+        w_backward = w_forward if precision.backward_weight is None else quantize(weight, precision.backward_weight)
+        masks = []
+        for tensor, spec in ((x, precision.activations), (weight, precision.weights)):
+            clipped = spec is not None and precision.clipped_ste
+            masks.append(clamp_mask(tensor, spec) if clipped else None)
+        ctx.precision = precision
+        ctx.has_bias = bias is not None
+        ctx.mask_present = [mask is not None for mask in masks]
+        ctx.save_for_backward(x_backward, w_backward, *[m for m in masks if m is not None])
+        return torch.nn.functional.linear(x_forward, w_forward, bias)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        x_backward, w_backward, *saved_masks = ctx.saved_tensors
+        masks = [saved_masks.pop(0) if present else None for present in ctx.mask_present]
+        grad = _quantize_or_keep(grad_output, ctx.precision.backward_grad_output)
+        grad_2d = grad.reshape(-1, grad.shape[-1])
+        grad_x = grad_w = grad_b = None
+        if ctx.needs_input_grad[0]:
+            grad_x = grad_2d.mm(w_backward).reshape(*grad.shape[:-1], w_backward.shape[1])
+            grad_x = grad_x if masks[0] is None else grad_x * masks[0]
+        if ctx.needs_input_grad[1]:
+            # (Xᵀ·dY)ᵀ, the order addmm's backward uses for the transposed weight.
+            grad_w = x_backward.reshape(-1, x_backward.shape[-1]).t().mm(grad_2d).t()
+            grad_w = grad_w if masks[1] is None else grad_w * masks[1]
+        if ctx.has_bias and ctx.needs_input_grad[2]:
+            grad_b = grad_output.reshape(-1, grad_output.shape[-1]).sum(0)
+        return grad_x, grad_w, grad_b, None
+
+
+class QuantizedTrainingLinear(nn.Linear):
+    """An nn.Linear (same parameters and state-dict keys) that trains through `QuantizedLinearFunction`.
+
+    `kv_channels` lists the output channels fake-quantized at `precision.kv` (None entry: all outputs).
+    """
+
+    precision: LinearPrecision = LinearPrecision()
+    kv_channels: tuple = ()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = QuantizedLinearFunction.apply(x, self.weight, self.bias, self.precision)
+        if self.precision.kv is None:
+            return y
+        for channels in self.kv_channels:
+            if channels is None:
+                y = fake_quantize_ste(y, self.precision.kv, self.precision.clipped_ste)
+            else:
+                channels = channels.to(y.device)
+                part = fake_quantize_ste(y.index_select(-1, channels), self.precision.kv, self.precision.clipped_ste)
+                y = y.index_copy(-1, channels, part)
+        return y
+
+
+def linear_precision(canonical: dict, role: str) -> LinearPrecision:
+    """The precision of one role's Linears under a canonical training precision."""
+    if role in canonical["exclude"]:
+        return LinearPrecision(clipped_ste=canonical["ste"] == "clipped")
+    specs = {field: canonical[field] for field in TENSOR_FIELDS}
+    specs.update(canonical["overrides"].get(role, {}))
+    parsed = {field: None if value is None else parse_spec(value) for field, value in specs.items()}
+    return LinearPrecision(**parsed, clipped_ste=canonical["ste"] == "clipped")
+
+
+def apply_training_precision(model: nn.Module, precision: dict | None) -> dict:
+    """Turn the model's Linears into quantized-training Linears per `precision` (in place).
+
+    Returns the canonical precision. Linears whose precision is all full-precision are left untouched, so a
+    null precision leaves the model exactly as built.
+    """
+    canonical = canonical_training_precision(precision)
+    blocks_path = model_layout(model).blocks
+    kv_outputs = model_layout(model).kv_outputs
+    for site in linear_sites(model):
+        site_precision = linear_precision(canonical, site.role)
+        if site_precision.is_full_precision:
+            continue
+        within_block = site.name.removeprefix(f"{blocks_path}.{site.block}.") if site.block is not None else None
+        if site_precision.kv is not None and within_block not in kv_outputs:
+            site_precision = LinearPrecision(
+                **{f.name: getattr(site_precision, f.name) for f in fields(LinearPrecision) if f.name != "kv"}
+            )
+            if site_precision.is_full_precision:
+                continue
+        site.module.__class__ = QuantizedTrainingLinear
+        site.module.precision = site_precision
+        site.module.kv_channels = kv_outputs.get(within_block, ())
+    return canonical
