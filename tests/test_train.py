@@ -136,3 +136,16 @@ def test_wsd_cooldown_branch_starts_from_the_trunk_state(tmp_path, token_files):
     trunk_weights = weights(tmp_path / "trunk" / "checkpoints" / milestone_name(20_480))
     branch_weights = weights(tmp_path / "branch" / "checkpoints" / milestone_name(25_600))
     assert any(not torch.equal(trunk_weights[k], branch_weights[k]) for k in trunk_weights)
+
+
+def test_a_longer_trunk_extends_the_same_run_bit_exactly(tmp_path, token_files):
+    short, long = tiny_spec(schedule="wsd", total_tokens=12_800), tiny_spec(schedule="wsd", total_tokens=25_600)
+    assert short.run_id == long.run_id  # a trunk's length is not part of its identity
+    assert tiny_spec(total_tokens=12_800).run_id != tiny_spec(total_tokens=25_600).run_id  # a cosine run's is
+    train(short, tmp_path / "extended", token_files["train"], milestones=[12_800], progress=False)
+    summary = train(long, tmp_path / "extended", token_files["train"], milestones=[12_800, 25_600], progress=False)
+    assert summary["steps"] == 100
+    train(long, tmp_path / "direct", token_files["train"], milestones=[12_800, 25_600], progress=False)
+    for tokens in (12_800, 25_600):
+        assert_same_weights(weights(tmp_path / "extended" / "checkpoints" / milestone_name(tokens)),
+                            weights(tmp_path / "direct" / "checkpoints" / milestone_name(tokens)))

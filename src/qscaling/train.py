@@ -73,10 +73,14 @@ class RunSpec:
     def total_steps(self) -> int:
         return math.ceil(self.total_tokens / self.tokens_per_step)
 
-    def identity(self) -> dict:
-        """Everything that changes the weights, canonical (the QAT spec validated and defaults filled)."""
+    @property
+    def is_trunk(self) -> bool:
+        """A WSD run without cooldown: its learning rate never depends on where it stops."""
+        return self.schedule == "wsd" and self.cooldown is None
+
+    def to_dict(self) -> dict:
+        """Every field, canonical (the QAT spec validated and its defaults filled)."""
         fields = dataclasses.asdict(self)
-        fields.pop("size")
         fields["betas"] = list(self.betas)
         if self.training_precision:
             from qscaling.quant.qat import canonical_training_precision
@@ -84,13 +88,19 @@ class RunSpec:
             fields["training_precision"] = canonical_training_precision(self.training_precision)
         return fields
 
+    def identity(self) -> dict:
+        """Everything that changes the weights. A trunk's length is not part of it: asking for more tokens
+        extends the same run (it resumes from its saved state), so every study shares one trunk per size."""
+        fields = self.to_dict()
+        fields.pop("size")
+        if self.is_trunk:
+            fields.pop("total_tokens")
+        return fields
+
     @property
     def run_id(self) -> str:
         canonical = json.dumps(self.identity(), sort_keys=True, separators=(",", ":"))
         return f"{self.size}-{hashlib.sha256(canonical.encode()).hexdigest()[:10]}"
-
-    def to_dict(self) -> dict:
-        return {"size": self.size, **self.identity()}
 
     @classmethod
     def from_dict(cls, raw: dict) -> "RunSpec":
