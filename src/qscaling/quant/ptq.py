@@ -6,10 +6,8 @@ block is processed, and its outputs become the next block's inputs (GPTQ: output
 as in the reference `opt_sequential`; AWQ: outputs of the scaled full-precision block, as in llm-awq).
 """
 
-import json
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -23,12 +21,13 @@ from qscaling.quant.rtn import rtn_quantize_linear
 from qscaling.quant.w8a8 import DEFAULT_ACTIVATION_SPEC, quantize_linear_inputs
 
 METHODS = ("rtn", "gptq", "awq", "w8a8")
+CALIBRATED_METHODS = ("gptq", "awq")
 DEFAULT_ROLES = ("qkv", "o", "fc1", "fc2")  # lm_head stays full precision, as in GPTQ / AWQ / Kumar et al.
 # GPTQ paper, Sec. 5 "Calibration data": 128 random 2048-token segments.
 DEFAULT_CALIBRATION_SEQUENCES = 128
 DEFAULT_CALIBRATION_LENGTH = 2048
 DEFAULT_CALIBRATION_SEED = 0
-QUANTIZATION_METADATA = "quantization.json"  # written next to the weights by `qscaling quantize`
+QUANTIZATION_KEY = "quantization"  # the entry `qscaling quantize` adds to a checkpoint's qscaling.json
 
 
 def sample_calibration(tokens: np.ndarray, n_sequences: int, seq_len: int, seed: int) -> torch.Tensor:
@@ -194,7 +193,7 @@ def quantize_model(
     if unknown_roles:
         raise ValueError(f"roles: got {unknown_roles}, valid: {', '.join(ROLES)}")
     spec = parse_spec(spec)
-    if method in ("gptq", "awq") and calib_tokens is None:
+    if method in CALIBRATED_METHODS and calib_tokens is None:
         raise ValueError(f"calib_tokens: method {method!r} needs calibration tokens, got None")
     if "lm_head" in roles:
         untie_lm_head(model)
@@ -211,7 +210,7 @@ def quantize_model(
             activation_spec = parse_spec(activation_spec)
             quantize_linear_inputs([site.module for site in sites], activation_spec, outlier_threshold)
             metadata["w8a8"] = {"activation_spec": str(activation_spec), "outlier_threshold": outlier_threshold}
-        if method in ("gptq", "awq"):
+        if method in CALIBRATED_METHODS:
             batches = calib_tokens.split(batch_size)
             calls = capture_block_inputs(model, batches)
             metadata["calibration"] = {"sequences": calib_tokens.shape[0], "seq_len": calib_tokens.shape[1]}
@@ -235,16 +234,18 @@ def quantize_model(
 
 
 def load_quantized_model(path):
-    """A checkpoint written by `qscaling quantize`, with W8A8's run-time input quantization re-applied.
+    """(model, metadata) of a checkpoint written by `qscaling quantize`, W8A8's input quantization re-applied.
 
-    Weight-only methods need nothing beyond transformers' own loader; returns (model, metadata).
+    Weight-only methods need nothing beyond the checkpoint loader; for them this is `load_checkpoint`.
     """
-    from transformers import AutoModelForCausalLM
+    from qscaling.checkpoint import load_checkpoint
 
-    path = Path(path)
-    metadata = json.loads((path / QUANTIZATION_METADATA).read_text())
-    model = AutoModelForCausalLM.from_pretrained(path, use_safetensors=True)
-    if metadata["method"] == "w8a8":
-        modules = [site.module for site in _selected_sites(model, metadata["roles"])]
-        quantize_linear_inputs(modules, metadata["w8a8"]["activation_spec"], metadata["w8a8"]["outlier_threshold"])
+    model, metadata = load_checkpoint(path)
+    if QUANTIZATION_KEY not in metadata:
+        raise ValueError(f"checkpoint {path}: no '{QUANTIZATION_KEY}' entry in its metadata; not a quantized checkpoint")
+    quantization = metadata[QUANTIZATION_KEY]
+    if quantization["method"] == "w8a8":
+        modules = [site.module for site in _selected_sites(model, quantization["roles"])]
+        w8a8 = quantization["w8a8"]
+        quantize_linear_inputs(modules, w8a8["activation_spec"], w8a8["outlier_threshold"])
     return model, metadata
