@@ -9,10 +9,11 @@ import pytest
 import torch
 from transformers import GPTNeoXConfig, GPTNeoXForCausalLM, LlamaConfig, LlamaForCausalLM, OPTConfig, OPTForCausalLM
 
-from qscaling.quant import quantize
+from qscaling.quant import parse_spec, quantize
 from qscaling.quant.gptq import HessianAccumulator, gptq_quantize_weight
 from qscaling.quant.ptq import quantize_model, sample_calibration
 from qscaling.quant.roles import linear_sites
+from qscaling.quant.w8a8 import fake_quantize_inputs
 
 VOCAB, SEQ = 256, 64
 
@@ -129,6 +130,24 @@ def test_gptq_beats_rtn_on_validation_loss(trained, bits):
     assert baseline < gptq < rtn
 
 
+def test_true_sequential_gptq_beats_rtn_too(trained):
+    rtn = post_quant_loss(trained, "rtn", "int3:channel")
+    assert post_quant_loss(trained, "gptq", "int3:channel", gptq_true_sequential=True) < rtn
+
+
+def test_awq_with_only_alpha_zero_is_rtn(trained):
+    # α = 0 gives s = 1: no scaling, so the search degenerates to RTN bit for bit.
+    fresh, _, calibration, _ = trained
+    rtn_model = fresh()
+    quantize_model(rtn_model, "rtn", "int4:g32")
+    rtn_weights = {site.name: site.module.weight.detach().clone() for site in linear_sites(rtn_model)}
+    awq_model = fresh()
+    metadata = quantize_model(awq_model, "awq", "int4:g32", calib_tokens=calibration, awq_grid_points=1)
+    assert set(metadata["awq_alphas"].values()) == {0.0}
+    for site in linear_sites(awq_model):
+        assert torch.equal(site.module.weight, rtn_weights[site.name]), site.name
+
+
 def test_awq_beats_rtn_at_4_bits(trained):
     *_, baseline = trained
     rtn = post_quant_loss(trained, "rtn", "int4:g32")
@@ -144,6 +163,17 @@ def test_w8a8_degrades_loss_by_less_than_one_percent(trained):
     assert w8a8 != baseline  # activations and weights really were quantized
 
 
+def test_w8a8_outlier_columns_stay_exact_and_set_no_scale():
+    x = torch.tensor([[0.5, 10.0, 0.25, -0.3], [1.0, 0.1, -0.5, 0.7]])
+    quantized = fake_quantize_inputs(x, parse_spec("int8:token"), outlier_threshold=6.0)
+    assert torch.equal(quantized[:, 1], x[:, 1])
+    regular = x[:, [0, 2, 3]]
+    # Per-token scale from the regular columns only: amax/127 per row.
+    scale = regular.abs().amax(dim=1, keepdim=True) / 127
+    assert torch.equal(quantized[:, [0, 2, 3]], torch.round(regular / scale) * scale)
+    assert torch.equal(fake_quantize_inputs(x, parse_spec("int8:token"), None), quantize(x, "int8:token"))
+
+
 def test_gptq_with_identity_hessian_is_rtn():
     # H = I makes every off-diagonal of H⁻¹ zero, so no error is propagated: GPTQ reduces to RTN exactly.
     torch.manual_seed(0)
@@ -153,6 +183,8 @@ def test_gptq_with_identity_hessian_is_rtn():
         assert torch.equal(gptq_weight, quantize(W, spec)), spec
         ordered, _ = gptq_quantize_weight(W, torch.eye(64) * torch.linspace(1, 2, 64), spec, act_order=True)
         assert torch.equal(ordered, quantize(W, spec)), spec
+        static, _ = gptq_quantize_weight(W, torch.eye(64), spec, act_order=True, static_groups=True)
+        assert torch.equal(static, quantize(W, spec)), spec
 
 
 def test_lazy_batches_match_one_column_at_a_time():
@@ -231,7 +263,8 @@ def test_every_method_runs_on_every_architecture(architecture, method):
     calibration = torch.randint(0, 64, (4, 16))
     before = {site.name: site.module.weight.detach().clone() for site in linear_sites(model)}
     spec = "int8:channel" if method == "w8a8" else "int4:g16"
-    metadata = quantize_model(model, method, spec, calib_tokens=calibration, roles=("qkv", "o", "fc1", "fc2", "lm_head"))
+    every_role = ("qkv", "o", "fc1", "fc2", "lm_head")
+    metadata = quantize_model(model, method, spec, calib_tokens=calibration, roles=every_role)
     assert metadata["method"] == method
     for site in linear_sites(model):
         weight = site.module.weight.detach()

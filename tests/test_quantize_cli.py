@@ -47,7 +47,8 @@ def _quantize(source, out, *extra):
 @pytest.mark.parametrize("method", ["gptq", "awq", "rtn"])
 def test_saved_checkpoint_reloads_with_the_in_memory_loss(source, method, tmp_path):
     out = tmp_path / "quantized"
-    calib = ["--calib", str(source / "tokens.bin"), "--calib-sequences", "4", "--calib-seq-len", "32", "--calib-seed", "3"]
+    calib = ["--calib", str(source / "tokens.bin"), "--calib-sequences", "4", "--calib-seq-len", "32",
+             "--calib-seed", "3"]
     assert _quantize(source, out, "--method", method, "--spec", "int4:g16", *calib) == 0
 
     in_memory, _ = load_checkpoint(source / "source")

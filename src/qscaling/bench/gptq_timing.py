@@ -43,7 +43,6 @@ def bench_gptq(sizes=DEFAULT_SIZES, spec: str = "int4:g128", tokens: int = 4096,
 def format_rows(rows) -> str:
     lines = [f"{'layer':>10} {'spec':>10} {'GPTQ s':>9} {'RTN s':>9} {'GPTQ/RTN':>9}"]
     for row in rows:
-        lines.append(
-            f"{row['layer']:>10} {row['spec']:>10} {row['gptq_s']:9.3f} {row['rtn_s']:9.4f} {row['gptq_over_rtn']:9.0f}×"
-        )
+        timings = f"{row['gptq_s']:9.3f} {row['rtn_s']:9.4f} {row['gptq_over_rtn']:9.0f}×"
+        lines.append(f"{row['layer']:>10} {row['spec']:>10} {timings}")
     return "\n".join(lines)

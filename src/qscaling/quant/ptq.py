@@ -242,7 +242,7 @@ def load_quantized_model(path):
 
     model, metadata = load_checkpoint(path)
     if QUANTIZATION_KEY not in metadata:
-        raise ValueError(f"checkpoint {path}: no '{QUANTIZATION_KEY}' entry in its metadata; not a quantized checkpoint")
+        raise ValueError(f"checkpoint {path}: no '{QUANTIZATION_KEY}' entry in its metadata (not quantized)")
     quantization = metadata[QUANTIZATION_KEY]
     if quantization["method"] == "w8a8":
         modules = [site.module for site in _selected_sites(model, quantization["roles"])]

@@ -85,7 +85,8 @@ def canonical_training_precision(precision: dict | None) -> dict:
                 f"training_precision.overrides.{role}: unknown field(s) {unknown}, valid: {', '.join(TENSOR_FIELDS)}"
             )
         canonical["overrides"][role] = {
-            field: _canonical_spec(value, f"overrides.{role}.{field}") for field, value in sorted(overrides[role].items())
+            field: _canonical_spec(value, f"overrides.{role}.{field}")
+            for field, value in sorted(overrides[role].items())
         }
     return dict(sorted(canonical.items()))
 
