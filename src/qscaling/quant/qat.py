@@ -21,7 +21,7 @@ KV: the k and v output channels of the projections are fake-quantized (with the 
 attention; for GPT-NeoX's fused QKV only its k and v channels are.
 """
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, replace
 
 import torch
 from torch import nn
@@ -257,9 +257,7 @@ def apply_training_precision(model: nn.Module, precision: dict | None) -> dict:
             continue
         within_block = site.name.removeprefix(f"{blocks_path}.{site.block}.") if site.block is not None else None
         if site_precision.kv is not None and within_block not in kv_outputs:
-            site_precision = LinearPrecision(
-                **{f.name: getattr(site_precision, f.name) for f in fields(LinearPrecision) if f.name != "kv"}
-            )
+            site_precision = replace(site_precision, kv=None)  # kv applies to k/v projections only
             if site_precision.is_full_precision:
                 continue
         site.module.__class__ = QuantizedTrainingLinear
