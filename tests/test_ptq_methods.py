@@ -178,7 +178,7 @@ def test_gptq_with_identity_hessian_is_rtn():
     # H = I makes every off-diagonal of H⁻¹ zero, so no error is propagated: GPTQ reduces to RTN exactly.
     torch.manual_seed(0)
     W = torch.randn(24, 64)
-    for spec in ("int4:channel", "int3:g16", "int4:tensor"):
+    for spec in ("int4:channel", "int3:g16", "int4:tensor", "int3:g16:asym", "fp:e2m1:b16", "fp:e4m3:channel"):
         gptq_weight, _ = gptq_quantize_weight(W, torch.eye(64), spec, block_size=16)
         assert torch.equal(gptq_weight, quantize(W, spec)), spec
         ordered, _ = gptq_quantize_weight(W, torch.eye(64) * torch.linspace(1, 2, 64), spec, act_order=True)
