@@ -224,7 +224,9 @@ def _objective(z: np.ndarray, law: Law, columns, log_target: np.ndarray, weight:
     loss = np.where(absolute <= HUBER_DELTA, 0.5 * r * r / HUBER_DELTA, absolute - 0.5 * HUBER_DELTA)
     jacobian = (residual[1:] - r) / _JACOBIAN_STEP  # (p, n)
     psi = np.clip(r, -HUBER_DELTA, HUBER_DELTA) / HUBER_DELTA
-    return float(weight @ loss), jacobian @ (weight * psi)
+    # Plain numpy reductions, not BLAS dot products: BLAS results depend on memory alignment in the last bits,
+    # which would make fits differ with how work was split among processes.
+    return float(np.sum(weight * loss)), np.sum(jacobian * (weight * psi), axis=1)
 
 
 def _minimise(law: Law, columns, log_target, weight, z_bounds, z_start):
