@@ -4,11 +4,15 @@
 its sha256, the output's own sha256, code version (git describe + dirty flag), key package versions, the scale
 preset and start/end times. Written atomically after the job's outputs exist. `job_context(snakemake)` wraps a
 rule's script: logging and stderr to the rule's log, thread count, and the records on success.
+`results/manifest.json` gathers every record of the working directory; it is merged under a file lock as each
+job finishes, so an interrupted run still leaves a valid manifest of what it finished.
 """
 
 import contextlib
 import datetime
+import fcntl
 import functools
+import json
 import logging
 import os
 import subprocess
@@ -22,6 +26,8 @@ from qscaling.data.fetch import sha256_file
 PACKAGES = ("qscaling", "torch", "transformers", "tokenizers", "snakemake", "numpy", "pandas", "scipy",
             "matplotlib", "seaborn")
 PROVENANCE_DIR = Path("results") / "provenance"
+# All records of a working directory in one file, refreshed as each job finishes and when the workflow ends.
+MANIFEST_PATH = Path("results") / "manifest.json"
 
 
 @functools.cache
@@ -59,6 +65,26 @@ def record_path(output: str | os.PathLike) -> Path:
     return PROVENANCE_DIR / f"{output}.json"
 
 
+def read_record(output: str | os.PathLike, root: str | os.PathLike = ".") -> dict | None:
+    """The record of `output` (a path relative to the run's working directory `root`); None if it has none."""
+    path = Path(root) / record_path(output)
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as error:
+        raise ValueError(f"provenance record {path}: not valid JSON ({error})") from error
+
+
+def read_all_records(root: str | os.PathLike = ".") -> dict[str, dict]:
+    """Every record under `root`, keyed by output path (temporary files of unfinished writes are skipped)."""
+    records = {}
+    for path in sorted((Path(root) / PROVENANCE_DIR).rglob("*.json")):
+        record = json.loads(path.read_text())
+        records[record["output"]] = record
+    return records
+
+
 def _jsonable(value):
     if isinstance(value, dict):
         return {str(k): _jsonable(v) for k, v in value.items()}
@@ -83,8 +109,57 @@ def write_records(snakemake, started: str, extra_inputs: dict | None = None) -> 
         "started": started,
         "finished": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
-    for output in snakemake.output:
-        write_json_atomic(record_path(output), {"output": str(output), "sha256": path_sha256(Path(output)), **common})
+    records = [{"output": str(output), "sha256": path_sha256(Path(output)), **common} for output in snakemake.output]
+    for record in records:
+        write_json_atomic(record_path(record["output"]), record)
+    add_to_manifest(records)
+
+
+@contextlib.contextmanager
+def _manifest_lock(root: Path):
+    """Serialise read-modify-write of the manifest between jobs finishing at the same time (local or cluster)."""
+    lock_path = root / MANIFEST_PATH.with_name(".manifest.lock")
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _manifest(records: dict[str, dict]) -> dict:
+    outputs = {output: {k: v for k, v in record.items() if k != "output"} for output, record in sorted(records.items())}
+    return {
+        "updated": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "scales": sorted({str(r.get("scale")) for r in records.values()}),
+        "code_versions": sorted({str(r.get("code_version")) for r in records.values()}),
+        "outputs": outputs,
+    }
+
+
+def add_to_manifest(records: list[dict], root: str | os.PathLike = ".") -> Path:
+    """Merge one job's records into `results/manifest.json`: every finished job leaves a valid manifest behind."""
+    root = Path(root)
+    with _manifest_lock(root):
+        current = {}
+        if (root / MANIFEST_PATH).is_file():
+            try:
+                outputs = json.loads((root / MANIFEST_PATH).read_text()).get("outputs", {})
+                current = {output: {"output": output, **entry} for output, entry in outputs.items()}
+            except json.JSONDecodeError:  # only a hand-edited file can be torn: rebuild it from the records
+                current = read_all_records(root)
+        current.update({record["output"]: record for record in records})
+        write_json_atomic(root / MANIFEST_PATH, _manifest(current))
+    return root / MANIFEST_PATH
+
+
+def write_manifest(root: str | os.PathLike = ".") -> Path:
+    """Rebuild `results/manifest.json` from the per-output records (run at the end of a workflow, ok or not)."""
+    root = Path(root)
+    with _manifest_lock(root):
+        write_json_atomic(root / MANIFEST_PATH, _manifest(read_all_records(root)))
+    return root / MANIFEST_PATH
 
 
 @contextlib.contextmanager
