@@ -1,9 +1,22 @@
-"""`quantize(x, spec)`: route a tensor to the fastest path that is bit-exact with the reference."""
+"""`quantize(x, spec)`: route a tensor to the fastest path that is bit-exact with the reference.
+
+CUDA tensors go to the Triton kernels (qscaling.kernels) when triton is importable; large CPU tensors go
+to the compiled CPU path (qscaling.quant.fast); everything else — small tensors, where a compilation would
+cost more than it saves, ragged last groups, and specs a kernel does not cover — runs the reference. All
+paths compute in float32 and give the same bits, so the choice never changes a result.
+"""
+
+import importlib.util
 
 import torch
 
+from qscaling.quant import fast
 from qscaling.quant.reference import quantize_reference
 from qscaling.quant.spec import QuantSpec, parse_spec
+
+# Below this many elements the reference's eager ops beat a first-call compilation (~1-5 s per spec).
+MIN_ELEMENTS_FOR_FAST_PATH = 1 << 16
+TRITON_AVAILABLE = importlib.util.find_spec("triton") is not None
 
 
 def quantize(x: torch.Tensor, spec: QuantSpec | str) -> torch.Tensor:
@@ -12,4 +25,15 @@ def quantize(x: torch.Tensor, spec: QuantSpec | str) -> torch.Tensor:
         raise TypeError(f"quantize: x must be a torch.Tensor, got {type(x).__name__}")
     if not x.is_floating_point():
         raise TypeError(f"quantize: x must be a floating-point tensor, got {x.dtype}")
-    return quantize_reference(x, parse_spec(spec))
+    spec = parse_spec(spec)
+    if x.numel() == 0:
+        return x.clone()
+    x32 = x.detach().to(torch.float32).contiguous()
+    if x.is_cuda and TRITON_AVAILABLE:
+        from qscaling.kernels import fake_quant
+
+        if fake_quant.supports(x32, spec):
+            return fake_quant.quantize_triton(x32, spec).to(x.dtype)
+    if x.device.type == "cpu" and x.numel() >= MIN_ELEMENTS_FOR_FAST_PATH and fast.supports(x32, spec):
+        return fast.quantize_fast(x32, spec).to(x.dtype)
+    return quantize_reference(x, spec)

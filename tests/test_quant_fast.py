@@ -1,0 +1,89 @@
+"""The compiled CPU path and the dispatcher give the reference's bits for every kind of spec."""
+
+import pytest
+import torch
+
+from qscaling.quant import dispatch, parse_spec, quantize, quantize_reference
+from qscaling.quant.fast import quantize_fast, supports
+
+
+def same_bits(a, b):
+    assert a.shape == b.shape and a.dtype == b.dtype
+    return bool(((a.view(torch.int32) == b.view(torch.int32)) | (torch.isnan(a) & torch.isnan(b))).all())
+
+
+def awkward_rows(rows, cols, seed):
+    """Rows spanning 60 binades, an all-zero row, and NaN / ±Inf / float32 subnormals / ±0 in row 0."""
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.randn(rows, cols, generator=generator)
+    x = x * torch.exp2(torch.randint(-30, 30, (rows, 1), generator=generator).float())
+    x[0, :6] = torch.tensor([0.0, float("nan"), float("inf"), -float("inf"), 1e-45, -0.0])
+    x[1] = 0.0
+    x[2, :4] = torch.tensor([2.5, -3.5, 0.5, -0.5]) * x[2].abs().max() / 7  # near-ties of INT grids
+    return x
+
+
+SPECS = [
+    "int4:g128",
+    "int3:g32:asym",
+    "int8:token:mulinv",
+    "int4:channel:gptq:nearest-away",
+    "int2:tensor:stochastic:seed=9",
+    "fp:e4m3:b32",
+    "fp:e2m1:b32:e8m0",
+    "fp:e3m2:b128:stochastic",
+    "fp:e5m2:channel:pow2:inf",
+    "fp:e2m3:tensor:nearest-away",
+    "fp:e4m3:unscaled:unreserved",
+    "fp:e8m10:channel:ieee",
+]
+
+
+@pytest.mark.parametrize("text", SPECS)
+def test_fast_path_matches_reference_bit_for_bit(text):
+    spec = parse_spec(text)
+    for rows in (8, 20):  # the second shape reuses the compilation (dynamic group count)
+        x = awkward_rows(rows, 256, seed=rows)
+        assert same_bits(quantize_fast(x, spec), quantize_reference(x, spec))
+
+
+def test_fast_path_writes_into_out():
+    x = awkward_rows(4, 128, seed=1)
+    out = torch.empty_like(x)
+    assert quantize_fast(x, parse_spec("int4:g128"), out=out) is out
+    assert same_bits(out, quantize_reference(x, "int4:g128"))
+
+
+def test_fast_path_refuses_what_it_does_not_cover():
+    spec = parse_spec("int4:g32")
+    assert not supports(torch.zeros(4, 48), spec)  # ragged last group
+    assert not supports(torch.zeros(4, 64).t(), spec)  # not contiguous
+    assert not supports(torch.zeros(4, 64, dtype=torch.float16), spec)
+    with pytest.raises(ValueError, match="quantize_fast: needs a contiguous float32 CPU tensor"):
+        quantize_fast(torch.zeros(4, 48), spec)
+
+
+def test_dispatcher_sends_large_tensors_to_the_fast_path(monkeypatch):
+    calls = []
+    monkeypatch.setattr(dispatch.fast, "quantize_fast", lambda x, spec: calls.append(spec) or quantize_reference(x, spec))
+    big = torch.randn(dispatch.MIN_ELEMENTS_FOR_FAST_PATH // 128, 128)
+    quantize(big, "int4:g128")
+    quantize(big[:, :100], "int4:g32")  # ragged groups: reference
+    quantize(torch.randn(4, 128), "int4:g128")  # small: reference
+    assert [str(spec) for spec in calls] == ["int4:g128"]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_quantize_is_bit_exact_for_large_non_contiguous_and_low_precision_inputs(dtype):
+    x = awkward_rows(512, 256, seed=3)[:, :128].to(dtype)  # non-contiguous slice, 65536 elements
+    for text in ("int4:g128", "fp:e4m3:b32"):
+        out, expected = quantize(x, text), quantize_reference(x, text)
+        assert out.dtype == dtype and out.shape == x.shape
+        assert same_bits(out.float(), expected.float())
+
+
+def test_quantize_rejects_non_tensors_and_integer_tensors():
+    with pytest.raises(TypeError, match="quantize: x must be a torch.Tensor, got list"):
+        quantize([1.0], "int4:g128")
+    with pytest.raises(TypeError, match="floating-point tensor, got torch.int64"):
+        quantize(torch.arange(4), "int4:g128")
