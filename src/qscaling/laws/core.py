@@ -443,7 +443,9 @@ def fit(
     prediction = law.evaluate_many(_to_natural(law, z_best[None]), columns)[0]
     notes = _bound_notes(law, params)
 
-    ci, standard_errors = _bootstrap(law, table, columns, log_y, z_bounds, z_best, bootstrap, run_col, seed, n_jobs, ci_level)
+    ci, standard_errors = _bootstrap(
+        law, table, columns, log_y, z_bounds, z_best, bootstrap, run_col, seed, n_jobs, ci_level
+    )
     heldout, by_group = _leave_one_group_out(law, table, columns, y, z_bounds, z_best, group_col, notes)
     residual = prediction - y
     return Fit(
