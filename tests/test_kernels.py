@@ -1,0 +1,73 @@
+"""Triton fake-quant kernels against the reference, bit for bit; on CPU through TRITON_INTERPRET=1."""
+
+import importlib.util
+import os
+
+import pytest
+import torch
+
+if importlib.util.find_spec("triton") is None:
+    pytest.skip("triton is not importable: the Triton kernels are not tested", allow_module_level=True)
+if not torch.cuda.is_available():
+    # Must be set before triton.jit decorates the kernels, i.e. before the first import below.
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+from qscaling.kernels import fake_quant  # noqa: E402
+from qscaling.quant import parse_spec, quantize_reference  # noqa: E402
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def same_bits(a, b):
+    a, b = a.cpu(), b.cpu()
+    return bool(((a.view(torch.int32) == b.view(torch.int32)) | (torch.isnan(a) & torch.isnan(b))).all())
+
+
+def awkward_rows(rows, cols, seed):
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.randn(rows, cols, generator=generator)
+    x = x * torch.exp2(torch.randint(-30, 30, (rows, 1), generator=generator).float())
+    x[0, :6] = torch.tensor([0.0, float("nan"), float("inf"), -float("inf"), 1e-45, -0.0])
+    x[1] = 0.0
+    x[2, :4] = torch.tensor([2.5, -3.5, 0.5, -0.5]) * x[2].abs().max() / 7
+    return x.to(DEVICE)
+
+
+SPECS = [
+    "int4:g32",
+    "int3:g32:asym",
+    "int8:token:mulinv",
+    "int4:channel:gptq:nearest-away",
+    "int2:tensor:stochastic:seed=9",
+    "fp:e4m3:b32",
+    "fp:e2m1:b32:e8m0",
+    "fp:e3m2:b32:stochastic:seed=4000000000",
+    "fp:e5m2:channel:pow2:inf",
+    "fp:e2m3:tensor:nearest-away",
+    "fp:e4m3:unscaled:unreserved",
+    "fp:e8m10:channel:ieee",
+]
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the interpreter's numpy warns on Inf/NaN lanes
+@pytest.mark.parametrize("text", SPECS)
+def test_fused_kernel_matches_reference(text):
+    x = awkward_rows(6, 64, seed=len(text))
+    spec = parse_spec(text)
+    assert same_bits(fake_quant.quantize_triton(x, spec), quantize_reference(x, spec))
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("text", ["int4:channel:asym", "fp:e4m3:channel:stochastic"])
+def test_rows_longer_than_a_tile_take_reference_scales(text, monkeypatch):
+    monkeypatch.setattr(fake_quant, "MAX_FUSED_GROUP", 16)
+    x = awkward_rows(4, 48, seed=7)
+    spec = parse_spec(text)
+    assert same_bits(fake_quant.quantize_triton(x, spec), quantize_reference(x, spec))
+
+
+def test_kernel_refuses_ragged_groups():
+    spec = parse_spec("int4:g32")
+    assert not fake_quant.supports(torch.zeros(2, 48), spec)
+    with pytest.raises(ValueError, match="quantize_triton: needs a contiguous float32 tensor"):
+        fake_quant.quantize_triton(torch.zeros(2, 48), spec)
