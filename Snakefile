@@ -10,6 +10,8 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/evaluate.smk"
+include: "workflow/rules/quantize.smk"
+include: "workflow/rules/fit.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/law_figures.smk"
 
@@ -18,4 +20,5 @@ rule all:
     input:
         ALL_FIGURES,
         LAW_FIGURES,
+        rules.collect_claims.output,
     default_target: True

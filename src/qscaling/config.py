@@ -1,21 +1,17 @@
-"""Config: merge the scale preset, validate against the schema (one-line errors naming the key), expand runs.
+"""Config: merge the scale preset and validate it against the schema, with one-line errors naming the key.
 
-`resolve_config(raw)` is what the Snakefile calls before any job exists; `plan_runs(config)` turns the studies'
-needs into unique runs keyed by run id (two studies asking for the same spec share one run).
+`resolve_config(raw)` is what the Snakefile calls before any job exists.
 """
 
 import copy
 import hashlib
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import jsonschema
-import numpy as np
 import yaml
 
 from qscaling.model import ModelShape
-from qscaling.train import RunSpec
 
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
 
@@ -99,46 +95,3 @@ def corpus_id(config: dict) -> str:
     """Identity of the token data: a hash of the corpus section (what it is made of and how it is split)."""
     canonical = json.dumps(config["corpus"], sort_keys=True, separators=(",", ":"))
     return f"{config['corpus']['kind']}-{hashlib.sha256(canonical.encode()).hexdigest()[:10]}"
-
-
-@dataclass
-class RunPlan:
-    spec: RunSpec
-    milestones: set = field(default_factory=set)  # token counts to save HF checkpoints at
-    branch_points: set = field(default_factory=set)  # token counts to save resumable state at (WSD cooldowns)
-
-
-def run_spec(config: dict, size: str, total_tokens: int, **overrides) -> RunSpec:
-    training = {k: v for k, v in config["training"].items() if k not in ("seq_len", "state_every_steps")}
-    shape = ModelShape(**config["ladder"][size], vocab_size=config["corpus"]["vocab_size"],
-                       seq_len=config["training"]["seq_len"])
-    return RunSpec(size=size, shape=shape, data=corpus_id(config), total_tokens=total_tokens,
-                   **{**training, "betas": tuple(training["betas"]), **overrides})
-
-
-def log_spaced_tokens(start: int, stop: int, count: int) -> list[int]:
-    """`count` token counts from `start` to `stop`, evenly spaced in log, rounded to 3 significant digits."""
-    values = np.geomspace(max(start, 1), stop, count)
-    return sorted({int(float(f"{v:.3g}")) for v in values[:-1]} | {stop})
-
-
-def plan_runs(config: dict) -> dict[str, RunPlan]:
-    """Every unique run the configured studies need, with the union of their milestones."""
-    plans: dict[str, RunPlan] = {}
-
-    def need(spec: RunSpec, milestones=(), branch_points=()) -> str:
-        plan = plans.setdefault(spec.run_id, RunPlan(spec))
-        plan.milestones.update(milestones)
-        plan.branch_points.update(branch_points)
-        return spec.run_id
-
-    curves = config["learning_curves"]
-    milestones = log_spaced_tokens(curves["first_milestone"], curves["total_tokens"], curves["milestones"])
-    for size in curves["sizes"]:
-        need(run_spec(config, size, curves["total_tokens"]), milestones)
-    return plans
-
-
-def learning_curve_runs(config: dict) -> list[str]:
-    curves = config["learning_curves"]
-    return [run_spec(config, size, curves["total_tokens"]).run_id for size in curves["sizes"]]

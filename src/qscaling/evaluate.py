@@ -22,7 +22,11 @@ from qscaling.data import load_tokens
 @torch.no_grad()
 def evaluate_loss(model, tokens: np.ndarray, *, seq_len: int, batch_size: int = 16, max_tokens: int | None = None,
                   progress: bool = False) -> dict:
-    """Mean next-token loss over the held-out windows: {"loss", "loss_se", "tokens"} (se over windows)."""
+    """Mean next-token loss over the held-out windows: {"loss", "loss_se", "tokens", "per_window"}.
+
+    `loss_se` is the standard error over windows; `per_window` (a float64 tensor) lets a caller pair two models
+    scored on the same windows, whose difference is far less noisy than either loss.
+    """
     window = seq_len + 1
     available = tokens.size if max_tokens is None else min(tokens.size, max_tokens)
     n_windows = available // window
@@ -44,6 +48,7 @@ def evaluate_loss(model, tokens: np.ndarray, *, seq_len: int, batch_size: int = 
         "loss": float(losses.mean()),
         "loss_se": float(losses.std() / math.sqrt(len(losses))) if len(losses) > 1 else float("nan"),
         "tokens": int(n_windows * seq_len),
+        "per_window": losses,
     }
 
 

@@ -82,6 +82,8 @@ class RunSpec:
         """Every field, canonical (the QAT spec validated and its defaults filled)."""
         fields = dataclasses.asdict(self)
         fields["betas"] = list(self.betas)
+        # {} and None both mean full precision: one identity for both.
+        fields["training_precision"] = None
         if self.training_precision:
             from qscaling.quant.qat import canonical_training_precision
 

@@ -1,25 +1,48 @@
-# Everything that is not a rule: the validated config, the planned runs, and input functions.
-from qscaling.config import corpus_id, learning_curve_runs, plan_runs, resolve_config
+# Everything that is not a rule: the validated config, the planned runs and evaluations, and input functions.
+from qscaling.config import corpus_id, resolve_config
+from qscaling.studies import learning_curve_runs, plan_all, study_modules
 
 config = resolve_config(config)
 CORPUS = corpus_id(config)
-RUNS = plan_runs(config)
+PLANNER, EVALUATIONS = plan_all(config, CORPUS)
+RUNS = PLANNER.runs
+STUDIES = study_modules()
 DEVICE = config["device"]
 
 
 wildcard_constraints:
-    run="|".join(RUNS) or "NO_RUNS",
+    run="|".join(RUNS),
     corpus=CORPUS,
-
-
-def get_run_plan(wildcards):
-    return RUNS[wildcards.run]
+    study="|".join(STUDIES),
+    tokens=r"\d+",
 
 
 def get_trunk_inputs(wildcards):
     """A WSD cooldown branch starts from its trunk's saved state: the trunk must have run first."""
-    cooldown = RUNS[wildcards.run].spec.cooldown
-    return [f"results/runs/{cooldown['trunk']}/run.json"] if cooldown else []
+    trunk = PLANNER.trunk_of(wildcards.run)
+    return [f"results/runs/{trunk}/run.json"] if trunk else []
 
 
+def get_held_out(wildcards):
+    """The held-out sets a study scores on: always val, plus the out-of-domain set where one is configured."""
+    held_out = {"val": f"results/data/{CORPUS}/val.bin"}
+    if config["evaluation"]["ood_source"] and any("ood" in q.splits for q in STUDIES[wildcards.study].quantizations(config)):
+        held_out["ood"] = f"results/data/{CORPUS}/ood.bin"
+    return held_out
+
+
+def get_study_evaluations(wildcards):
+    return [f"results/ptq/{e.study}/{e.run}/{e.tokens}.parquet" for e in EVALUATIONS[wildcards.study]]
+
+
+def study_table(study):
+    return f"results/tables/{study}.parquet"
+
+
+def study_fits(study):
+    names = STUDIES[study].fit_names(config)
+    return {name: f"results/fits/{study}/{name}.json" for name in names}
+
+
+LEARNING_CURVE_RUNS = learning_curve_runs(config, PLANNER)
 ALL_FIGURES = ["figures/common/learning_curves.png"]

@@ -18,3 +18,25 @@ rule prepare_corpus:
         runtime=30,
     script:
         "../scripts/prepare_corpus.py"
+
+
+rule prepare_ood_set:
+    input:
+        tokenizer=rules.prepare_corpus.output.tokenizer,
+    output:
+        ood="results/data/{corpus}/ood.bin",
+    params:
+        source=config["evaluation"]["ood_source"],
+        document_chars=config["corpus"]["document_chars"],
+    log:
+        "logs/data/{corpus}.ood.log",
+    benchmark:
+        "benchmarks/data/{corpus}.ood.tsv"
+    message:
+        "Tokenizing the out-of-domain held-out set ({params.source}) with corpus {wildcards.corpus}'s tokenizer"
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    script:
+        "../scripts/prepare_ood_set.py"

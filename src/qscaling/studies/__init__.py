@@ -1,0 +1,64 @@
+"""Studies: each paper's grid as runs and evaluations, its tidy table, the laws it fits and the claims it checks.
+
+Every study module exposes the same surface:
+  `plan(config, planner) -> list[Evaluation]`   the checkpoints it scores (asking the planner for runs)
+  `quantizations(config) -> list[Quantization]` what each checkpoint is quantized with
+  `build_table(rows, config) -> DataFrame`      its tidy table from the evaluation rows
+  `fit_names(config)` / `fit_laws(table, config) -> dict[name, Fit | reason]`, `claims(table, fits, config)`
+"""
+
+from dataclasses import dataclass
+
+from qscaling.plan import Planner, log_spaced_tokens
+
+
+def try_fit(law_name: str, rows, **options):
+    """A Fit, or the one-line reason it could not be made (too few points, non-positive targets, …)."""
+    from qscaling.laws import LAWS, fit
+
+    try:
+        return fit(LAWS[law_name], rows, **options)
+    except ValueError as error:
+        return f"{law_name}: {error}"
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """One checkpoint a study scores: run `run` at its `tokens` milestone."""
+
+    study: str
+    run: str
+    tokens: int
+
+
+@dataclass(frozen=True)
+class Quantization:
+    method: str  # rtn | gptq | awq | w8a8
+    spec: str  # a qscaling.quant spec string
+    splits: tuple = ("val",)  # held-out sets to score the quantized model on
+
+    @property
+    def label(self) -> str:
+        return f"{self.method}:{self.spec}"
+
+
+def study_modules() -> dict:
+    from qscaling.studies import kumar2024, ouyang2024
+
+    return {"kumar2024": kumar2024, "ouyang2024": ouyang2024}
+
+
+def plan_all(config: dict, data_id: str) -> tuple[Planner, dict[str, list[Evaluation]]]:
+    """Every run the configuration needs (shared where specs coincide) and each study's evaluations."""
+    planner = Planner(config, data_id)
+    curves = config["learning_curves"]
+    milestones = log_spaced_tokens(curves["first_milestone"], curves["total_tokens"], curves["milestones"])
+    for size in curves["sizes"]:
+        planner.trunk(size, upto=curves["total_tokens"], milestones=milestones)
+    evaluations = {name: module.plan(config, planner) for name, module in study_modules().items()}
+    return planner, evaluations
+
+
+def learning_curve_runs(config: dict, planner: Planner) -> list[str]:
+    return [planner.trunk(size, upto=config["learning_curves"]["total_tokens"])
+            for size in config["learning_curves"]["sizes"]]

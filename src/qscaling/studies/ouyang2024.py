@@ -1,0 +1,137 @@
+"""Ouyang et al. 2024: quantization-induced degradation (QiD) of intermediate checkpoints, the Pythia way.
+
+Grid: the shared WSD trunk of each size (constant learning rate, never annealed, like Pythia's intermediate
+checkpoints) at log-spaced token counts; GPTQ weight-only at 2/3/4 bits with groups (GPTQ's own symmetric
+convention: 2^b levels), scored on the in-domain held-out set and on technical English (Fig. 8); AWQ and a
+bitsandbytes-style FP4 for the method comparison (Fig. 9). QiD = loss(quantized) − loss(unquantized).
+"""
+
+import numpy as np
+import pandas as pd
+import torch
+
+from qscaling.laws import LAWS, fit
+from qscaling.plan import log_spaced_tokens
+from qscaling.studies import Evaluation, Quantization, try_fit
+from qscaling.studies.claims import claim, slope_claim
+
+STUDY = "ouyang2024"
+ONE_FACTOR = {"qid_tokens": ("D", ["N", "bits"]), "qid_size": ("N", ["D", "bits"]), "qid_bits": ("P", ["N", "D"])}
+
+
+def checkpoints(config: dict) -> list[int]:
+    study = config["studies"][STUDY]
+    return log_spaced_tokens(study["first_checkpoint"], study["last_checkpoint"], study["checkpoints"])
+
+
+def plan(config: dict, planner) -> list[Evaluation]:
+    study, tokens = config["studies"][STUDY], checkpoints(config)
+    return [Evaluation(STUDY, planner.trunk(size, upto=study["last_checkpoint"], milestones=tokens), milestone)
+            for size in study["sizes"] for milestone in tokens]
+
+
+def compared(config: dict) -> list[Quantization]:
+    study = config["studies"][STUDY]
+    return [Quantization(*entry.format(group=study["group_size"]).split(":", 1)) for entry in study["compare"]]
+
+
+def quantizations(config: dict) -> list[Quantization]:
+    study = config["studies"][STUDY]
+    splits = ("val", "ood") if config["evaluation"]["ood_source"] else ("val",)
+    gptq = [Quantization("gptq", f"int{bits}:g{study['group_size']}:gptq", splits) for bits in study["gptq_bits"]]
+    return gptq + [q for q in compared(config) if q not in gptq]
+
+
+def build_table(rows: pd.DataFrame, config: dict) -> pd.DataFrame:
+    table = rows.copy()
+    table["P"] = table["bits"]
+    table["qid"] = table["delta"]
+    return table.sort_values(["split", "method", "bits", "N", "D"]).reset_index(drop=True)
+
+
+def gptq_rows(table: pd.DataFrame, split: str = "val") -> pd.DataFrame:
+    rows = table[(table["method"] == "gptq") & (table["split"] == split)]
+    return rows[rows["delta"] > 2 * rows["delta_se"]]
+
+
+def fit_names(config: dict) -> list[str]:
+    return ["qid", "kaplan"] + [f"compare_{q.method}_{q.spec.replace(':', '_')}" for q in compared(config)]
+
+
+def fit_laws(table: pd.DataFrame, config: dict, *, bootstrap: int = 200) -> dict:
+    base = table[(table["method"] == "none") & (table["split"] == "val")]
+    fits = {
+        "qid": try_fit("ouyang2024.qid", gptq_rows(table), target="delta", bootstrap=bootstrap, group_col="N",
+                       run_col="run", seed=0),
+        "kaplan": try_fit("kaplan", base, target="loss", bootstrap=bootstrap, group_col="N", seed=0),
+    }
+    for quantization, name in zip(compared(config), fit_names(config)[2:]):
+        rows = table[(table["method"] == quantization.method) & (table["spec"] == quantization.spec)
+                     & (table["split"] == "val")]
+        fits[name] = try_fit("ouyang2024.qid_fixed_bits", rows[rows["delta"] > 2 * rows["delta_se"]],
+                             target="delta", bootstrap=bootstrap, group_col="N", seed=0)
+    return fits
+
+
+def one_factor_fits(table: pd.DataFrame) -> pd.DataFrame:
+    """Figs. 3–5: each one-factor law fitted within every group that holds the other two factors fixed."""
+    records = []
+    rows = gptq_rows(table)
+    for law_name, (factor, fixed) in ONE_FACTOR.items():
+        law = LAWS[f"ouyang2024.{law_name}"]
+        for key, group in rows.groupby(fixed):
+            if group[factor].nunique() <= len(law.param_names):
+                continue
+            result = fit(law, group, target="delta", bootstrap=0, group_col=None, seed=0)
+            records.append({"law": law_name, "factor": factor, **dict(zip(fixed, key)), **result.params,
+                            "r2": result.r2, "points": len(group)})
+    return pd.DataFrame(records)
+
+
+def weight_changes(checkpoint_paths: list) -> pd.DataFrame:
+    """Fig. 12: relative change ‖W_t+1 − W_t‖/‖W_t‖ of every matrix between adjacent checkpoints of one run."""
+    from safetensors.torch import load_file
+
+    from qscaling.checkpoint import read_metadata
+
+    records, previous = [], None
+    for path in checkpoint_paths:
+        weights, metadata = load_file(f"{path}/model.safetensors"), read_metadata(path)
+        if previous is not None:
+            for name, tensor in weights.items():
+                if tensor.dim() == 2 and "embed" not in name:
+                    change = torch.linalg.norm(tensor - previous[0][name]) / torch.linalg.norm(previous[0][name])
+                    records.append({"run": metadata["run_id"], "size": metadata["spec"]["size"],
+                                    "D_from": previous[1], "D_to": metadata["tokens_seen"], "matrix": name,
+                                    "relative_change": float(change)})
+        previous = (weights, metadata["tokens_seen"])
+    return pd.DataFrame(records)
+
+
+def claims(table: pd.DataFrame, fits: dict, config: dict) -> list[dict]:
+    out = []
+    qid = fits.get("qid")
+    if qid is not None:
+        for name, paper in (("beta", 0.5251), ("alpha", 0.2261), ("gamma", 5.4967)):
+            low, high = qid.ci[name]
+            verdict = "reproduced" if low > 0 else ("not reproduced" if high < 0 else "inconclusive")
+            out.append(claim(STUDY, f"Unified QiD law: {name} > 0 (paper {paper})",
+                             statistic=f"{name} = {qid.params[name]:.3f}, R² = {qid.r2:.2f}",
+                             ci=f"[{low:.3f}, {high:.3f}]", verdict=verdict))
+    rows = gptq_rows(table)
+    out.append(slope_claim(STUDY, "QiD grows with training tokens at fixed size and bits (Fig. 3)",
+                           rows, x="D", y="delta", by=["N", "bits"], expect="positive"))
+    ood = gptq_rows(table, "ood")
+    if len(ood):
+        out.append(slope_claim(STUDY, "QiD grows with training tokens on an out-of-domain set too (Fig. 8)",
+                               ood, x="D", y="delta", by=["N", "bits"], expect="positive"))
+    return out
+
+
+def weight_change_claim(changes: pd.DataFrame) -> dict:
+    """Fig. 12's premise: checkpoints change less per token late in training than early."""
+    per_token = changes.assign(rate=changes["relative_change"] / (changes["D_to"] - changes["D_from"]))
+    slope = slope_claim(STUDY, "Weights change less per training token late in training (Fig. 12 premise)",
+                        per_token.assign(D_mid=np.sqrt(per_token["D_from"] * per_token["D_to"])),
+                        x="D_mid", y="rate", by=["run", "matrix"], expect="negative")
+    return slope

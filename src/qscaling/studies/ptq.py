@@ -1,0 +1,73 @@
+"""Score one checkpoint before and after each post-training quantization, on the same held-out windows.
+
+One job per checkpoint (not per quantization): loading, calibration sampling and the unquantized pass are shared,
+and tiny models quantize in a second. Rows are tidy: one per (quantization, split), with the unquantized loss
+alongside and `delta_se` from the per-window paired differences.
+"""
+
+import copy
+import math
+import time
+
+import pandas as pd
+import torch
+
+from qscaling.checkpoint import load_checkpoint
+from qscaling.evaluate import evaluate_loss
+from qscaling.model import count_non_embedding_params
+from qscaling.quant.ptq import quantize_model, sample_calibration
+from qscaling.quant.spec import parse_spec
+
+
+def spec_bits(spec: str) -> int:
+    parsed = parse_spec(spec)
+    return parsed.bits if parsed.kind == "int" else 1 + parsed.exponent_bits + parsed.mantissa_bits
+
+
+def score_checkpoint(checkpoint, quantizations, held_out: dict, calibration_tokens, *, calibration: dict,
+                     eval_tokens: int, batch_size: int = 16, device: str = "cpu") -> pd.DataFrame:
+    """Rows for the unquantized model and every quantization of `checkpoint` on each split in `held_out`."""
+    model, metadata = load_checkpoint(checkpoint)
+    model.to(device)
+    seq_len = model.config.max_position_embeddings
+    spec = metadata.get("spec", {})
+    base_row = {
+        "run": metadata.get("run_id"), "size": spec.get("size"), "N": count_non_embedding_params(model),
+        "D": metadata.get("tokens_seen"), "milestone": metadata.get("milestone_tokens"),
+        "schedule": spec.get("schedule"), "cooldown": spec.get("cooldown") is not None,
+    }
+
+    def score(candidate, split):
+        return evaluate_loss(candidate, held_out[split], seq_len=seq_len, batch_size=batch_size, max_tokens=eval_tokens)
+
+    baseline = {split: score(model, split) for split in held_out}
+    rows = [
+        {**base_row, "method": "none", "spec": "none", "bits": 16, "split": split, "loss": result["loss"],
+         "loss_se": result["loss_se"], "base_loss": result["loss"], "delta": 0.0, "delta_se": 0.0,
+         "eval_tokens": result["tokens"], "quantize_seconds": 0.0}
+        for split, result in baseline.items()
+    ]
+    calib = sample_calibration(calibration_tokens, calibration["sequences"], seq_len, calibration["seed"])
+    for quantization in quantizations:
+        quantized = copy.deepcopy(model)
+        started = time.perf_counter()
+        quantize_model(quantized, quantization.method, quantization.spec, calib_tokens=calib.to(device))
+        seconds = time.perf_counter() - started
+        for split in quantization.splits:
+            result, base = score(quantized, split), baseline[split]
+            difference = result["per_window"] - base["per_window"]
+            rows.append({
+                **base_row, "method": quantization.method, "spec": quantization.spec,
+                "bits": spec_bits(quantization.spec), "split": split, "loss": result["loss"],
+                "loss_se": result["loss_se"], "base_loss": base["loss"], "delta": result["loss"] - base["loss"],
+                "delta_se": float(difference.std() / math.sqrt(len(difference))), "eval_tokens": result["tokens"],
+                "quantize_seconds": seconds,
+            })
+        del quantized
+    return pd.DataFrame(rows)
+
+
+def torch_device(name: str) -> str:
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return name
