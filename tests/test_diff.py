@@ -1,0 +1,262 @@
+"""qscaling diff: tolerances on tables and fits, verdict changes, figure RMS, missing/extra artifacts, exit codes.
+
+Unit tests build small result trees by hand; the end-to-end tests reuse the shared smoke runs: two fresh runs
+are identical, a run with another PTQ calibration seed differs in exactly the files whose bytes differ, and a
+deleted figure shows as missing.
+"""
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+from PIL import Image
+
+from conftest import REPO_ROOT
+from qscaling.cli import main
+from qscaling.diff import Tolerances, compare_tables, diff_trees, fits_table, list_artifacts, parse_column_tolerance
+from qscaling.figures import new_figure, save_figure
+
+
+def draw(path, offset: float = 0.0) -> None:
+    fig, axes = new_figure(width=2.0, height=1.6)
+    axes[0][0].plot([0, 1, 2], [0.0, 1.0 + offset, 0.5])
+    save_figure(fig, path)
+
+
+def fit_doc(alpha: float, ci: tuple[float, float]) -> dict:
+    return {"law": "baseline.chinchilla", "formula": "A/N^alpha + E", "params": {"A": 400.0, "alpha": alpha},
+            "ci": {"A": [390.0, 410.0], "alpha": list(ci)}, "r2": 0.98, "rmse": 0.01, "heldout_relative_error": None,
+            "n_points": 12, "notes": []}
+
+
+def make_tree(root):
+    """A result tree with one of each artifact kind, plus things diff must ignore."""
+    (root / "results" / "tables").mkdir(parents=True)
+    (root / "results" / "fits" / "study").mkdir(parents=True)
+    pd.DataFrame({"size": ["N3k", "N7k"], "D": [2048, 4096], "loss": [5.0, 4.5]}).to_parquet(
+        root / "results" / "tables" / "curves.parquet", index=False)
+    pd.DataFrame({"claim": ["more data hurts PTQ", "bits help"], "statistic": [0.52, -1.1],
+                  "verdict": ["reproduced", "inconclusive"]}).to_csv(root / "results" / "claims.csv", index=False)
+    (root / "results" / "fits" / "study" / "chinchilla.json").write_text(json.dumps(fit_doc(0.30, (0.28, 0.32))))
+    draw(root / "figures" / "paper" / "fig1.png")
+    # Not artifacts: checkpoints, provenance records, the manifest.
+    checkpoint = root / "results" / "runs" / "N3k" / "checkpoints" / "tokens_1"
+    checkpoint.mkdir(parents=True)
+    (checkpoint / "model.safetensors").write_bytes(root.name.encode())
+    (root / "results" / "provenance").mkdir()
+    (root / "results" / "provenance" / "x.json").write_text(json.dumps({"finished": root.name}))
+    (root / "results" / "manifest.json").write_text(json.dumps({"updated": root.name}))
+    return root
+
+
+@pytest.fixture
+def trees(tmp_path):
+    return make_tree(tmp_path / "a"), make_tree(tmp_path / "b")
+
+
+def run_cli(*args, capsys) -> tuple[int, str]:
+    code = main(["diff", *map(str, args)])
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+def statuses(a, b, **tol):
+    return {d.path: d.status for d in diff_trees(a, b, Tolerances(**tol))}
+
+
+def test_identical_trees_exit_zero_and_skip_non_artifacts(trees, capsys):
+    a, b = trees
+    assert sorted(list_artifacts(a)) == ["figures/paper/fig1.png", "results/claims.csv",
+                                         "results/fits/study/chinchilla.json", "results/tables/curves.parquet"]
+    code, out = run_cli(a, b, capsys=capsys)
+    assert code == 0, out
+    assert "identical: 4" in out and "no difference beyond tolerance" in out
+
+
+def test_numeric_column_beyond_tolerance_then_within_a_column_tolerance(trees, capsys):
+    a, b = trees
+    pd.DataFrame({"size": ["N3k", "N7k"], "D": [2048, 4096], "loss": [5.0, 4.5045]}).to_parquet(
+        b / "results" / "tables" / "curves.parquet", index=False)
+    code, out = run_cli(a, b, capsys=capsys)
+    assert code == 1
+    assert "loss: 1 of 2 rows beyond rtol=0 atol=0; largest at row 1: 4.5 vs 4.5045" in out
+    # |Δ| = 0.0045 = 1e-3 · 4.5045 (B is the reference): inside rtol 1e-3, outside 9e-4.
+    assert run_cli(a, b, "--column-tol", "loss=1e-3", capsys=capsys)[0] == 0
+    assert run_cli(a, b, "--column-tol", "loss=9e-4", capsys=capsys)[0] == 1
+    assert run_cli(a, b, "--atol", "0.005", capsys=capsys)[0] == 0
+    assert statuses(a, b, rtol=1e-3)["results/tables/curves.parquet"] == "within_tolerance"
+
+
+def test_compare_tables_matches_numpy_isclose_cell_by_cell():
+    rng = np.random.default_rng(0)
+    a = pd.DataFrame({"x": rng.normal(size=200)})
+    b = pd.DataFrame({"x": a["x"] * (1 + rng.normal(scale=1e-3, size=200))})
+    for rtol, atol in ((1e-3, 0.0), (2e-3, 1e-4), (5e-4, 1e-3)):
+        within, _ = compare_tables(a, b, Tolerances(rtol=rtol, atol=atol))
+        assert within == bool(np.isclose(a["x"], b["x"], rtol=rtol, atol=atol).all())
+
+
+def test_a_changed_verdict_is_reported_with_its_row(trees, capsys):
+    a, b = trees
+    claims = pd.read_csv(b / "results" / "claims.csv")
+    claims.loc[1, "verdict"] = "reproduced"
+    claims.to_csv(b / "results" / "claims.csv", index=False)
+    code, out = run_cli(a, b, "--rtol", "1", capsys=capsys)  # no numeric tolerance hides a verdict change
+    assert code == 1
+    assert "verdict: 1 rows differ (row 1: 'inconclusive' → 'reproduced')" in out
+
+
+def test_fit_parameters_and_ci_overlap(trees):
+    a, b = trees
+    fit_path = b / "results" / "fits" / "study" / "chinchilla.json"
+    fit_path.write_text(json.dumps(fit_doc(0.31, (0.29, 0.33))))
+    [diff] = [d for d in diff_trees(a, b) if d.kind == "fit"]
+    assert diff.status == "changed"
+    assert diff.details == ["alpha: 0.3 vs 0.31 beyond rtol=0 atol=0 (CIs overlap)"]
+    fit_path.write_text(json.dumps(fit_doc(0.40, (0.38, 0.42))))
+    [diff] = [d for d in diff_trees(a, b, Tolerances(rtol=0.05)) if d.kind == "fit"]
+    assert diff.details == ["alpha: 0.3 vs 0.4 beyond rtol=0.05 atol=0 (CIs do not overlap)"]
+    assert statuses(a, b, columns={"alpha": (0.5, 0.0)})["results/fits/study/chinchilla.json"] == "within_tolerance"
+
+
+def independent_rms(path_a, path_b) -> float:
+    a = np.asarray(Image.open(path_a).convert("RGB"), dtype=float)
+    b = np.asarray(Image.open(path_b).convert("RGB"), dtype=float)
+    return float(np.sqrt(np.mean((a - b) ** 2)))
+
+
+def test_figures_compare_bytes_then_rms(trees):
+    a, b = trees
+    draw(b / "figures" / "paper" / "fig1.png", offset=0.05)
+    rms = independent_rms(a / "figures" / "paper" / "fig1.png", b / "figures" / "paper" / "fig1.png")
+    assert rms > 0
+    [diff] = [d for d in diff_trees(a, b) if d.kind == "figure"]
+    assert diff.status == "changed"
+    assert diff.details == [f"RMS {rms:.4f} > figure-tol 0"]
+    assert statuses(a, b, figure_tol=rms * 1.01)["figures/paper/fig1.png"] == "within_tolerance"
+    assert statuses(a, b, figure_tol=rms * 0.99)["figures/paper/fig1.png"] == "changed"
+
+
+def test_missing_and_extra_artifacts(trees, capsys):
+    a, b = trees
+    (b / "figures" / "paper" / "fig1.png").unlink()
+    shutil.copy(a / "results" / "claims.csv", b / "results" / "claims_extra.csv")
+    code, out = run_cli(a, b, capsys=capsys)
+    assert code == 1
+    assert statuses(a, b) == {"figures/paper/fig1.png": "missing", "results/claims.csv": "identical",
+                              "results/claims_extra.csv": "extra", "results/fits/study/chinchilla.json": "identical",
+                              "results/tables/curves.parquet": "identical"}
+
+
+def test_json_and_markdown_outputs(trees, capsys):
+    a, b = trees
+    (b / "figures" / "paper" / "fig1.png").unlink()
+    code, out = run_cli(a, b, "--json", capsys=capsys)
+    report = json.loads(out)
+    assert code == 1 and report["counts"]["missing"] == 1 and report["counts"]["identical"] == 3
+    assert {entry["path"]: entry["status"] for entry in report["artifacts"]}["figures/paper/fig1.png"] == "missing"
+    code, out = run_cli(a, b, "--markdown", capsys=capsys)
+    assert code == 1
+    assert "| missing | figure | `figures/paper/fig1.png` | only in A |" in out
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--column-tol", "loss"], "--column-tol 'loss': expected COLUMN=RTOL or COLUMN=RTOL:ATOL"),
+    (["--column-tol", "loss=-1"], "--column-tol 'loss=-1': tolerances must be ≥ 0"),
+    (["--rtol", "-0.1"], "--rtol -0.1: must be ≥ 0"),
+])
+def test_bad_tolerances_exit_two(trees, capsys, args, message):
+    code, out = run_cli(*trees, *args, capsys=capsys)
+    assert code == 2 and message in out
+
+
+def test_bad_runs_exit_two(tmp_path, trees, capsys):
+    code, out = run_cli(trees[0], tmp_path / "nowhere", capsys=capsys)
+    assert code == 2 and "run B" in out and "not a directory" in out
+    (tmp_path / "empty1").mkdir()
+    (tmp_path / "empty2").mkdir()
+    code, out = run_cli(tmp_path / "empty1", tmp_path / "empty2", capsys=capsys)
+    assert code == 2 and "neither holds figures/ or results/ artifacts" in out
+
+
+def test_parse_column_tolerance():
+    assert parse_column_tolerance("loss=1e-3") == ("loss", (1e-3, 0.0))
+    assert parse_column_tolerance("delta=0.01:1e-6") == ("delta", (0.01, 1e-6))
+
+
+def test_fits_table_lists_parameters_and_failed_fits(tmp_path):
+    good = tmp_path / "kumar2024" / "ptq.json"
+    good.parent.mkdir()
+    good.write_text(json.dumps(fit_doc(0.3, (0.28, 0.32))))
+    failed = tmp_path / "kumar2024" / "neff.json"
+    failed.write_text(json.dumps({"error": "need at least 5 points, got 3"}))
+    table = fits_table([good, failed])
+    assert table[["fit", "parameter", "value", "ci_low", "ci_high"]].iloc[:2].values.tolist() == [
+        ["kumar2024/ptq", "A", 400.0, 390.0, 410.0], ["kumar2024/ptq", "alpha", 0.3, 0.28, 0.32]]
+    assert table["fit"].iloc[2] == "kumar2024/neff" and table.iloc[2][["parameter", "value"]].isna().all()
+    assert table["note"].iloc[2] == "need at least 5 points, got 3"
+
+
+# --- end to end, on the shared smoke runs -------------------------------------------------------------------
+
+
+def qscaling_diff(*args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "qscaling.cli", "diff", *map(str, args)], capture_output=True,
+                          text=True, timeout=300)
+
+
+def differing_files(a, b) -> set[str]:
+    """Independent of qscaling.diff: artifact paths whose bytes differ, or that exist on one side only."""
+    files_a, files_b = list_artifacts(a), list_artifacts(b)
+    digest = lambda p: hashlib.sha256(p.read_bytes()).hexdigest()  # noqa: E731
+    return {path for path in set(files_a) | set(files_b)
+            if path not in files_a or path not in files_b or digest(files_a[path]) != digest(files_b[path])}
+
+
+@pytest.mark.slow
+def test_two_fresh_smoke_runs_have_no_difference(smoke_runs):
+    result = qscaling_diff(*smoke_runs)
+    assert result.returncode == 0, result.stdout[-3000:]
+    counts = json.loads(qscaling_diff(*smoke_runs, "--json").stdout)["counts"]
+    assert counts["identical"] == len(list_artifacts(smoke_runs[0])) > 10
+    assert counts["changed"] == counts["missing"] == counts["extra"] == counts["within_tolerance"] == 0
+
+
+@pytest.mark.slow
+def test_a_deleted_figure_shows_as_missing(smoke_runs, tmp_path):
+    copy = tmp_path / "copy"
+    for relative, path in list_artifacts(smoke_runs[0]).items():
+        (copy / relative).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, copy / relative)
+    (copy / "figures" / "common" / "learning_curves.png").unlink()
+    result = qscaling_diff(smoke_runs[0], copy, "--json")
+    assert result.returncode == 1
+    report = json.loads(result.stdout)
+    assert [(d["path"], d["status"]) for d in report["artifacts"] if d["status"] != "identical"] == [
+        ("figures/common/learning_curves.png", "missing")]
+
+
+@pytest.mark.slow
+def test_another_seed_changes_exactly_the_artifacts_that_depend_on_it(smoke_runs, tmp_path):
+    """Rerun the smoke DAG with another PTQ calibration seed (kumar2024 only): Snakemake redoes what depends on it."""
+    from conftest import run_snakemake
+
+    workdir = tmp_path / "other_seed"
+    shutil.copytree(smoke_runs[0], workdir, symlinks=True)
+    overrides = tmp_path / "seed.yaml"
+    overrides.write_text("presets:\n  smoke:\n    studies:\n      kumar2024:\n        calibration: {seed: 1}\n")
+    result = run_snakemake(workdir, "--configfile", str(REPO_ROOT / "config.yaml"), str(overrides))
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    expected = differing_files(smoke_runs[0], workdir)
+    assert any(path.startswith("results/ptq/kumar2024/") for path in expected)
+    assert not any("ouyang2024" in path or "learning_curves" in path for path in expected)
+
+    compared = qscaling_diff(smoke_runs[0], workdir, "--json")
+    assert compared.returncode == 1
+    reported = {d["path"] for d in json.loads(compared.stdout)["artifacts"] if d["status"] != "identical"}
+    assert reported == expected
