@@ -81,6 +81,20 @@ def _inside_checkpoint(path: Path) -> bool:
     return any(path.parent.glob("*.safetensors"))
 
 
+def export_artifacts(run: str | Path, destination: str | Path) -> list[str]:
+    """Copy a run's artifacts (what diff compares; never checkpoints) into `destination`, e.g. reference/smoke."""
+    run, destination = Path(run), Path(destination)
+    artifacts = list_artifacts(run)
+    if not artifacts:
+        raise ValueError(f"run {run}: holds no figures/ or results/ artifacts to export")
+    if destination.exists():
+        shutil.rmtree(destination)
+    for relative, path in artifacts.items():
+        (destination / relative).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, destination / relative)
+    return sorted(artifacts)
+
+
 def sha256_of(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 

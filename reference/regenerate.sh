@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Regenerate reference/<scale>/ from a fresh run of the default target: the artifacts `qscaling diff` compares
+# (figures, fitted laws, claims, metric tables), never checkpoints or token shards.
+#   reference/regenerate.sh smoke default      (what `make reference` runs)
+# Commit the result together with the change that moved it; tests/test_reference.py diffs the suite's own smoke
+# run against reference/smoke.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=${BIN:-.venv/bin}
+CORES=${CORES:-all}
+for scale in "${@:-smoke}"; do
+  workdir=$(mktemp -d "${TMPDIR:-/tmp}/qscaling-reference-$scale.XXXXXX")
+  "$BIN/snakemake" --cores "$CORES" --directory "$workdir" --config "scale=$scale"
+  "$BIN/python" -c 'import sys; from qscaling.diff import export_artifacts; export_artifacts(*sys.argv[1:])' \
+    "$workdir" "reference/$scale"
+  rm -rf "$workdir"
+  echo "reference/$scale regenerated"
+done
