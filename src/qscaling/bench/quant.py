@@ -6,6 +6,7 @@ tensor's ``copy_`` into a preallocated buffer, measured in the same run. Returni
 the allocation of its pages on every call; the "into out" rows show the loop alone. Set
 THP_MEM_ALLOC_ENABLE=1 in the environment (read by torch's allocator at start-up) to back large tensors
 with huge pages, which makes fresh allocations several times cheaper on Linux.
+GPTQ seconds per layer (qscaling.bench.gptq_timing) follow the table.
 """
 
 import os
@@ -24,6 +25,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--cols", type=int, default=4096, help="tensor columns (default 4096)")
     parser.add_argument("--repeats", type=int, default=5, help="timed calls per implementation (best is kept)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    parser.add_argument("--skip-gptq", action="store_true", help="leave out GPTQ seconds per layer (512², 2048²)")
 
 
 def _best_seconds(call, repeats: int) -> float:
@@ -108,4 +110,9 @@ def run(args) -> int:
             call()
             rate = gigabytes / _best_seconds(call, args.repeats)
             print(f"{text:<13} {name:<48} {rate:7.2f} {rate / copy_rate:8.2f}")
+    if not args.skip_gptq:
+        from qscaling.bench.gptq_timing import bench_gptq, format_rows
+
+        print()
+        print(format_rows(bench_gptq()))
     return 0
