@@ -1,0 +1,59 @@
+"""The suite's own smoke run against the committed reference/smoke, with the tolerances of docs/operations.md.
+
+A change that moves a metric, a fitted constant, a verdict or a figure beyond tolerance fails here until the
+reference is regenerated (`make reference`) in the same commit.
+"""
+
+import shutil
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from conftest import REPO_ROOT
+from qscaling.diff import list_artifacts
+
+REFERENCE = REPO_ROOT / "reference"
+# Why these values: docs/operations.md, "Reference outputs and their tolerances".
+TOLERANCES = ("--rtol", "1e-3", "--atol", "1e-3", "--figure-tol", "2")
+
+
+def diff_against(reference, run, *extra) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "qscaling.cli", "diff", str(reference), str(run), *TOLERANCES,
+                           *extra], capture_output=True, text=True, timeout=300)
+
+
+def test_the_reference_holds_small_artifacts_only():
+    files = [p for p in REFERENCE.rglob("*") if p.is_file()]
+    scales = {p.relative_to(REFERENCE).parts[0] for p in files if p.suffix != ".sh"}
+    assert "smoke" in scales
+    for scale in scales:
+        artifacts = set(list_artifacts(REFERENCE / scale))
+        stored = {p.relative_to(REFERENCE / scale).as_posix() for p in (REFERENCE / scale).rglob("*") if p.is_file()}
+        assert stored == artifacts, f"reference/{scale} holds files diff ignores: {sorted(stored - artifacts)}"
+    assert sum(p.stat().st_size for p in files) < 20_000_000
+
+
+def test_the_tolerances_catch_a_moved_loss(tmp_path):
+    """A 1 % shift of one loss is far beyond rtol 1e-3 + atol 1e-3 at losses of ~5 nats: the check can fail."""
+    copy = tmp_path / "moved"
+    shutil.copytree(REFERENCE / "smoke", copy)
+    table_path = copy / "results" / "tables" / "learning_curves.parquet"
+    table = pd.read_parquet(table_path)
+    table.loc[0, "loss"] *= 1.01
+    table.to_parquet(table_path, index=False)
+    result = diff_against(REFERENCE / "smoke", copy)
+    assert result.returncode == 1
+    assert "results/tables/learning_curves.parquet" in result.stdout
+    table.loc[0, "loss"] /= 1.01
+    table.loc[0, "loss"] += 5e-4  # below the evaluation noise floor: accepted
+    table.to_parquet(table_path, index=False)
+    assert diff_against(REFERENCE / "smoke", copy).returncode == 0
+
+
+@pytest.mark.slow
+def test_the_smoke_run_matches_the_committed_reference(smoke_runs):
+    result = diff_against(REFERENCE / "smoke", smoke_runs[0], "--markdown")
+    assert result.returncode == 0, (result.stdout[-4000:] + result.stderr
+                                    + "\nIf the change is intended, regenerate the reference: make reference")
