@@ -18,6 +18,8 @@ LAW_FIGURES = [
 
 
 rule ouyang2024_fig1:
+    input:
+        qid="results/fits/ouyang2024/qid.json",
     output:
         report(
             "figures/ouyang2024/fig1.png",
@@ -35,7 +37,7 @@ rule ouyang2024_fig1:
         mem_mb=1000,
         runtime=5,
     message:
-        "Rendering ouyang2024 fig1 from the paper's constants"
+        "Rendering ouyang2024 fig1: the paper's constants and this run's QiD fit"
     script:
         "../scripts/render_figure.py"
 
@@ -248,6 +250,8 @@ rule chen2025_fig16:
 
 
 rule ouyang2024_table1:
+    input:
+        qid="results/fits/ouyang2024/qid.json",
     output:
         csv=report(
             "figures/ouyang2024/table1.csv",
@@ -271,6 +275,6 @@ rule ouyang2024_table1:
         mem_mb=1000,
         runtime=5,
     message:
-        "Rendering ouyang2024 table1 (CSV and image) from the paper's constants"
+        "Rendering ouyang2024 table1 (CSV and image): the paper's constants and this run's QiD fit"
     script:
         "../scripts/law_table.py"

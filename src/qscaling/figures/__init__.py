@@ -3,6 +3,7 @@
 A figure function reads tidy tables (pandas DataFrames) and fitted laws; it never trains, quantizes or fits.
 """
 
+import json
 import os
 from pathlib import Path
 
@@ -46,3 +47,29 @@ def save_figure(fig, path: str | os.PathLike) -> Path:
     plt.close(fig)
     os.replace(tmp, path)
     return path
+
+
+def load_figure_inputs(named_inputs: dict) -> tuple[dict, dict]:
+    """(tables, fits) from a rule's named inputs: .parquet → DataFrame, .json → Fit.
+
+    A fit that could not be made (its JSON holds `{"error": …}`) is left out; figures say when a fit is missing.
+    """
+    import pandas as pd
+
+    tables, fits = {}, {}
+    for name, path in named_inputs.items():
+        if str(path).endswith(".parquet"):
+            tables[name] = pd.read_parquet(path)
+        elif str(path).endswith(".json") and "error" not in json.loads(Path(path).read_text()):
+            from qscaling.laws import load_fit
+
+            fits[name] = load_fit(path)
+    return tables, fits
+
+
+def resolve_function(reference: str):
+    """`"module:name"` → the function it names."""
+    import importlib
+
+    module_name, function_name = reference.split(":")
+    return getattr(importlib.import_module(module_name), function_name)

@@ -74,3 +74,115 @@ def fig9(tables, fits, served=(0.0, 1e12, 1e13)):
     fig.suptitle("Optimum with inference cost")
     add_footer(fig, note + "; assumed cost: (6/16)·N·D·P training + 2·N per token served in 16 bits")
     return fig
+
+
+# Study figures: read the kumar2024 PTQ table (`tables["ptq"]`) and the δ_PTQ fits (`fits["ptq_<method>"]`).
+
+def _ptq_rows(tables, method="gptq", main=True):
+    table = tables["ptq"]
+    rows = table[(table["split"] == "val") & table["method"].isin([method, "none"])]
+    return rows[rows["main"]] if main else rows
+
+
+def _series(rows):
+    return rows.assign(series=rows["bits"].map(lambda b: "no PTQ" if b == 16 else f"INT{b}"))
+
+
+def _series_order(rows):
+    return [f"INT{b}" for b in sorted(set(rows["bits"]) - {16})] + ["no PTQ"]
+
+
+def fig1_left(tables, fits):
+    """Smallest model: post-PTQ loss against tokens per parameter; ★ marks each format's best budget."""
+    rows = _ptq_rows(tables)
+    rows = _series(rows[rows["N"] == rows["N"].min()])
+    fig, axes = new_figure(width=4.6, height=3.4)
+    ax = axes[0][0]
+    sns.lineplot(rows, x="tokens_per_param", y="loss", hue="series", hue_order=_series_order(rows), marker="o",
+                 palette="rocket", ax=ax)
+    for _, group in rows[rows["bits"] < 16].groupby("bits"):
+        best = group.loc[group["loss"].idxmin()]
+        if best["D"] < group["D"].max():
+            ax.plot(best["tokens_per_param"], best["loss"], "*", color="black", markersize=10)
+    ax.set(xscale="log", xlabel="tokens per parameter D/N", ylabel="validation loss after GPTQ",
+           title=f"Post-train quantization, N = {int(rows['N'].iloc[0]):,}")
+    add_footer(fig, "This run; ★ = critical data size (more data makes the quantized model worse)")
+    return fig
+
+
+def _ptq_grid(tables, fits, method):
+    """Top: post-PTQ loss vs D/N per size; bottom: δ_PTQ (log) with the fitted law as lines."""
+    rows = _series(_ptq_rows(tables, method))
+    fit = fits.get(f"ptq_{method}")
+    sizes = sorted(rows["N"].unique())
+    fig, axes = new_figure(len(sizes), 2, width=3.0, height=2.8, sharex=True)
+    palette = dict(zip(_series_order(rows), sns.color_palette("rocket", len(_series_order(rows)))))
+    for column, n in enumerate(sizes):
+        size_rows = rows[rows["N"] == n]
+        top, bottom = axes[0][column], axes[1][column]
+        sns.lineplot(size_rows, x="tokens_per_param", y="loss", hue="series", palette=palette, marker="o",
+                     ax=top, legend=column == 0)
+        quantized = size_rows[(size_rows["bits"] < 16) & (size_rows["delta"] > 0)]
+        sns.scatterplot(quantized, x="tokens_per_param", y="delta", hue="series", palette=palette, ax=bottom,
+                        legend=False)
+        if fit is not None:
+            grid = np.geomspace(size_rows["D"].min(), size_rows["D"].max(), 50)
+            for bits in sorted(quantized["bits"].unique()):
+                curve = fit.predict({"N": np.full_like(grid, n), "D": grid, "P_post": np.full_like(grid, bits)})
+                bottom.plot(grid / n, curve, color=palette[f"INT{bits}"])
+        top.set(xscale="log", title=f"N = {n:,}", ylabel="val loss" if column == 0 else "")
+        bottom.set(xscale="log", yscale="log", xlabel="D / N", ylabel="δ_PTQ" if column == 0 else "")
+    add_footer(fig, f"This run, {method.upper()} per-channel; lines: fitted δ_PTQ = C_T·D^γD/N^γN·e^(−P/γ)"
+               + ("" if fit else " (no fit: too few points above the noise floor)"))
+    return fig
+
+
+def fig2(tables, fits):
+    """Post-PTQ loss and δ_PTQ against D/N for every size (GPTQ)."""
+    return _ptq_grid(tables, fits, "gptq")
+
+
+def fig10(tables, fits):
+    """Fig. 2 with AWQ."""
+    return _ptq_grid(tables, fits, "awq")
+
+
+def fig11(tables, fits):
+    """Fig. 2 with round-to-nearest."""
+    return _ptq_grid(tables, fits, "rtn")
+
+
+def fig12(tables, fits):
+    """Schedule ablation: δ_PTQ still grows with D when the model is annealed by another schedule."""
+    table = tables["ptq"]
+    ablated = table[table["anneal"] != table.loc[table["main"], "anneal"].iloc[0]]
+    rows = _ptq_rows(tables, main=False)
+    rows = _series(rows[(rows["N"].isin(ablated["N"].unique())) & (rows["bits"] < 16) & (rows["delta"] > 0)])
+    fig, axes = new_figure(width=4.6, height=3.4)
+    ax = axes[0][0]
+    sns.lineplot(rows, x="D", y="delta", hue="series", style="anneal", marker="o", palette="rocket", ax=ax)
+    ax.set(xscale="log", yscale="log", xlabel="training tokens D", ylabel="δ_PTQ (GPTQ)",
+           title=f"LR schedule ablation, N = {int(rows['N'].iloc[0]):,}")
+    add_footer(fig, "This run: wsd = cooldown branch from the stable trunk; cosine = one run per budget")
+    return fig
+
+
+def fig19(tables, fits):
+    """Predicted against measured δ_PTQ for every (N, D, bits), GPTQ."""
+    rows = _ptq_rows(tables)
+    rows = rows[(rows["bits"] < 16) & (rows["delta"] > 0)]
+    fit = fits.get("ptq_gptq")
+    fig, axes = new_figure(width=4.0, height=3.6)
+    ax = axes[0][0]
+    if fit is None:
+        ax.text(0.5, 0.5, "no δ_PTQ fit (too few points above the noise floor)", ha="center", transform=ax.transAxes)
+        return fig
+    predicted = fit.predict({"N": rows["N"], "D": rows["D"], "P_post": rows["bits"]})
+    sns.scatterplot(rows.assign(predicted=predicted, size_label=rows["size"]), x="predicted", y="delta",
+                    hue="size_label", style="bits", ax=ax)
+    low, high = rows["delta"].min(), rows["delta"].max()
+    ax.plot([low, high], [low, high], color="0.5", lw=1)
+    ax.set(xscale="log", yscale="log", xlabel="predicted δ_PTQ", ylabel="measured δ_PTQ",
+           title=f"δ_PTQ fit, R² = {fit.r2:.2f} (log space)")
+    add_footer(fig, "This run, GPTQ; points at or below twice their paired noise are not shown nor fitted")
+    return fig
