@@ -18,6 +18,21 @@ def test_smoke_run_builds_the_learning_curves(smoke_runs):
     assert '"rule": "common_learning_curves"' in record.read_text()
 
 
+def test_smoke_run_builds_every_study_figure_and_the_claims(smoke_runs):
+    first, _ = smoke_runs
+    for target in ("kumar2024/fig1_left", "kumar2024/fig2", "kumar2024/fig10", "kumar2024/fig11", "kumar2024/fig12",
+                   "kumar2024/fig19", *(f"ouyang2024/fig{n}" for n in (1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12)),
+                   "ouyang2024/table1", "sun2025/fig5", "chen2025/fig1"):
+        assert (first / "figures" / f"{target}.png").stat().st_size > 5_000, target
+    claims = pd.read_csv(first / "results" / "claims.csv")
+    assert set(claims["study"]) == {"kumar2024", "ouyang2024"}
+    assert set(claims["verdict"]) <= {"reproduced", "not reproduced", "inconclusive"}
+    assert (claims["scale"] == "smoke").all()
+    kumar = pd.read_parquet(first / "results" / "tables" / "kumar2024.parquet")
+    assert {"gptq", "awq", "rtn", "none"} == set(kumar["method"])
+    assert set(kumar["anneal"]) == {"wsd", "cosine"}
+
+
 def test_two_fresh_smoke_runs_give_identical_tables_and_figures(smoke_runs):
     first, second = smoke_runs
     for table in sorted((first / "results").rglob("*.parquet")):

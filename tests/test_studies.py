@@ -1,0 +1,81 @@
+"""Study plumbing: shared runs, the grids each study asks for, claims statistics, critical data size."""
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from qscaling.config import corpus_id, resolve_config
+from qscaling.studies import kumar2024, ouyang2024, plan_all
+from qscaling.studies.claims import pooled_slope, slope_claim, verdict_from_interval
+
+
+@pytest.fixture(scope="module")
+def default_config(repo_root):
+    return resolve_config(yaml.safe_load((repo_root / "config.yaml").read_text()))
+
+
+def test_every_study_shares_one_trunk_per_size(default_config):
+    planner, evaluations = plan_all(default_config, corpus_id(default_config))
+    trunks = {plan.spec.size: run for run, plan in planner.runs.items() if plan.spec.is_trunk}
+    assert set(trunks) == set(default_config["ladder"])
+    for evaluation in evaluations["ouyang2024"]:
+        assert evaluation.run == trunks[planner.runs[evaluation.run].spec.size]
+    for evaluation in evaluations["kumar2024"]:
+        spec = planner.runs[evaluation.run].spec
+        if spec.cooldown:
+            assert spec.cooldown["trunk"] == trunks[spec.size]
+            assert spec.cooldown["start_tokens"] in planner.runs[trunks[spec.size]].branch_points
+            assert planner.runs[trunks[spec.size]].spec.total_tokens > spec.cooldown["start_tokens"]
+
+
+def test_kumar_grid_caps_compute_and_reaches_500_tokens_per_parameter(default_config):
+    planner, evaluations = plan_all(default_config, corpus_id(default_config))
+    study = default_config["studies"]["kumar2024"]
+    for evaluation in evaluations["kumar2024"]:
+        spec = planner.runs[evaluation.run].spec
+        assert spec.shape.non_embedding_params * evaluation.tokens <= study["max_ND"]
+    smallest = min(planner.runs[e.run].spec.shape.non_embedding_params for e in evaluations["kumar2024"])
+    ratios = [e.tokens / smallest for e in evaluations["kumar2024"]
+              if planner.runs[e.run].spec.shape.non_embedding_params == smallest]
+    assert min(ratios) <= 10 and max(ratios) >= 500
+    schedules = {planner.runs[e.run].spec.schedule for e in evaluations["kumar2024"]}
+    assert any(planner.runs[e.run].spec.cooldown for e in evaluations["kumar2024"]) and "cosine" in schedules
+
+
+def test_quantization_lists_follow_the_config(default_config):
+    kumar = kumar2024.quantizations(default_config)
+    assert {q.label for q in kumar} >= {"gptq:int3:channel", "awq:int6:channel", "rtn:int4:channel"}
+    ouyang = ouyang2024.quantizations(default_config)
+    assert [q.spec for q in ouyang if q.method == "gptq"] == ["int2:g32:gptq", "int3:g32:gptq", "int4:g32:gptq"]
+    assert all(q.splits == ("val", "ood") for q in ouyang if q.method == "gptq")
+    assert ouyang2024.fit_names(default_config)[2:] == ["compare_awq_int4_g32", "compare_rtn_fp_e2m1_b64"]
+
+
+def test_pooled_slope_recovers_a_known_exponent():
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame([{"N": n, "D": d, "delta": 3e-4 * d**0.5 * n**-0.3 * np.exp(rng.normal(0, 0.01))}
+                          for n in (1e4, 1e5) for d in np.geomspace(1e5, 1e7, 6)])
+    assert pooled_slope(frame, "D", "delta", "N") == pytest.approx(0.5, abs=0.02)
+    row = slope_claim("test", "grows with D", frame, x="D", y="delta", by="N", expect="positive")
+    assert row["verdict"] == "reproduced"
+    assert slope_claim("test", "falls with D", frame, x="D", y="delta", by="N", expect="negative")["verdict"] \
+        == "not reproduced"
+
+
+@pytest.mark.parametrize("low, high, expect, verdict", [
+    (0.1, 0.3, "positive", "reproduced"), (-0.3, -0.1, "positive", "not reproduced"),
+    (-0.1, 0.3, "positive", "inconclusive"), (-0.3, -0.1, "negative", "reproduced"),
+])
+def test_verdicts(low, high, expect, verdict):
+    assert verdict_from_interval(low, high, expect) == verdict
+
+
+def test_critical_data_size_is_where_post_ptq_loss_turns_up():
+    rows = [{"method": "gptq", "main": True, "split": "val", "N": 1000, "bits": 3, "D": d, "loss": loss}
+            for d, loss in ((1e4, 5.0), (2e4, 4.8), (4e4, 4.9))]
+    rows += [{"method": "gptq", "main": True, "split": "val", "N": 1000, "bits": 6, "D": d, "loss": loss}
+             for d, loss in ((1e4, 4.9), (2e4, 4.6), (4e4, 4.4))]
+    turns = kumar2024.critical_tokens(pd.DataFrame(rows)).set_index("bits")
+    assert turns.loc[3, "turns_up"] and turns.loc[3, "D_best"] == 2e4
+    assert not turns.loc[6, "turns_up"]
