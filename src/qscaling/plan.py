@@ -16,6 +16,15 @@ from qscaling.train import RunSpec
 
 
 @dataclass
+class HubRun:
+    """Released checkpoints of one model standing in for a trained run: milestone tokens -> hub revision."""
+
+    repo: str
+    size: str
+    revisions: dict = field(default_factory=dict)
+
+
+@dataclass
 class RunPlan:
     spec: RunSpec
     milestones: set = field(default_factory=set)  # token counts to save HF checkpoints at
@@ -34,6 +43,7 @@ class Planner:
     def __init__(self, config: dict, data_id: str):
         self.config, self.data_id = config, data_id
         self.runs: dict[str, RunPlan] = {}
+        self.hub_runs: dict[str, HubRun] = {}
 
     def spec(self, size: str, total_tokens: int, **overrides) -> RunSpec:
         training = {k: v for k, v in self.config["training"].items() if k not in ("seq_len", "state_every_steps")}
@@ -74,6 +84,15 @@ class Planner:
             return self.cooldown(size, budget, fraction, **overrides)
         return self.cosine(size, budget, **overrides)
 
+    def hub(self, repo: str, size: str, revisions: dict[int, str]) -> str:
+        """Released checkpoints of `repo` (tokens seen -> revision), imported instead of trained."""
+        run_id = f"hub-{size}"
+        plan = self.hub_runs.setdefault(run_id, HubRun(repo, size))
+        if plan.repo != repo:
+            raise ValueError(f"hub runs: size label '{size}' names both {plan.repo} and {repo}")
+        plan.revisions.update(revisions)
+        return run_id
+
     def trunk_of(self, run_id: str) -> str | None:
-        cooldown = self.runs[run_id].spec.cooldown
-        return cooldown["trunk"] if cooldown else None
+        plan = self.runs.get(run_id)
+        return plan.spec.cooldown["trunk"] if plan and plan.spec.cooldown else None

@@ -5,13 +5,14 @@ from qscaling.studies import learning_curve_runs, plan_all, study_modules
 config = resolve_config(config)
 CORPUS = corpus_id(config)
 PLANNER, EVALUATIONS = plan_all(config, CORPUS)
-RUNS = PLANNER.runs
+RUNS = PLANNER.runs  # trained here
+HUB_RUNS = PLANNER.hub_runs  # imported from released checkpoints (paper scale)
 STUDIES = study_modules()
 DEVICE = config["device"]
 
 
 wildcard_constraints:
-    run="|".join(RUNS),
+    run="|".join([*RUNS, *HUB_RUNS]),
     corpus=CORPUS,
     study="|".join(STUDIES),
     tokens=r"\d+",

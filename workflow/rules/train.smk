@@ -1,4 +1,6 @@
 rule train_run:
+    wildcard_constraints:
+        run="|".join(RUNS),
     input:
         train=rules.prepare_corpus.output.train.format(corpus=CORPUS),
         trunk=get_trunk_inputs,
@@ -22,3 +24,26 @@ rule train_run:
         runtime=240,
     script:
         "../scripts/train_run.py"
+
+
+rule import_hub_run:
+    wildcard_constraints:
+        run="|".join(HUB_RUNS) or "NO_HUB_RUNS",
+    output:
+        summary="results/runs/{run}/run.json",
+    params:
+        repo=lambda wildcards: HUB_RUNS[wildcards.run].repo,
+        size=lambda wildcards: HUB_RUNS[wildcards.run].size,
+        revisions=lambda wildcards: HUB_RUNS[wildcards.run].revisions,
+    log:
+        "logs/train/{run}.log",
+    benchmark:
+        "benchmarks/train/{run}.tsv"
+    message:
+        "Importing released checkpoints of {params.repo} as run {wildcards.run}"
+    threads: 1
+    resources:
+        mem_mb=16000,
+        runtime=120,
+    script:
+        "../scripts/import_hub_run.py"

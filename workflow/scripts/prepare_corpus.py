@@ -12,7 +12,8 @@ with job_context(snakemake) as extra_inputs:  # noqa: F821
     documents = corpus_documents(corpus)
     out_dir = Path(snakemake.output.train).parent  # noqa: F821
     summary = prepare_corpus(documents, out_dir, vocab_size=corpus["vocab_size"],
-                             val_fraction=corpus["val_fraction"], seed=corpus["seed"])
+                             val_fraction=corpus["val_fraction"], seed=corpus["seed"],
+                             tokenizer_name=corpus.get("tokenizer"))
     if corpus["kind"] == "registry":
         for name in corpus["sources"]:
             archive = download_archive(SOURCES[name])

@@ -51,14 +51,31 @@ def load_tokens(path: str | os.PathLike) -> np.ndarray:
     return np.memmap(path, dtype=np.uint16, mode="r")
 
 
-def prepare_corpus(documents, out_dir: str | os.PathLike, *, vocab_size: int, val_fraction: float, seed: int) -> dict:
-    """Split, train the tokenizer on the train split only, write train.bin / val.bin / tokenizer.json / corpus.json."""
+def load_pretrained_tokenizer(name: str, vocab_size: int) -> Tokenizer:
+    """A released tokenizer: a tokenizer.json path, a directory holding one, or a hub id (e.g. Pythia's)."""
+    path = Path(name)
+    if path.is_dir():
+        path = path / "tokenizer.json"
+    tokenizer = Tokenizer.from_file(str(path)) if path.is_file() else Tokenizer.from_pretrained(name)
+    if tokenizer.get_vocab_size() > vocab_size:
+        raise ValueError(f"corpus.vocab_size: {vocab_size} is smaller than tokenizer {name}'s "
+                         f"{tokenizer.get_vocab_size()} entries")
+    if tokenizer.token_to_id(EOS) is None:
+        raise ValueError(f"corpus.tokenizer: {name} has no {EOS} token to separate documents")
+    return tokenizer
+
+
+def prepare_corpus(documents, out_dir: str | os.PathLike, *, vocab_size: int, val_fraction: float, seed: int,
+                   tokenizer_name: str | None = None) -> dict:
+    """Split; train the tokenizer on the train split only (or reuse `tokenizer_name`); write train.bin / val.bin /
+    tokenizer.json / corpus.json."""
     from qscaling.data.corpus import split_documents
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     splits = split_documents(documents, val_fraction, seed)
-    tokenizer = train_tokenizer((d.text for d in splits["train"]), vocab_size)
+    tokenizer = (load_pretrained_tokenizer(tokenizer_name, vocab_size) if tokenizer_name
+                 else train_tokenizer((d.text for d in splits["train"]), vocab_size))
     write_atomic_bytes(out_dir / "tokenizer.json", tokenizer.to_str().encode())
     summary = {"vocab_size": tokenizer.get_vocab_size(), "eos_id": tokenizer.token_to_id(EOS), "splits": {}}
     for name, part in splits.items():

@@ -25,7 +25,14 @@ def checkpoints(config: dict) -> list[int]:
 
 
 def plan(config: dict, planner) -> list[Evaluation]:
-    study, tokens = config["studies"][STUDY], checkpoints(config)
+    """Trunk checkpoints of our ladder, or (`source: hub`, paper scale) released Pythia revisions."""
+    study = config["studies"][STUDY]
+    if study["source"] == "hub":
+        hub = study["hub"]
+        revisions = {step * hub["tokens_per_step"]: f"step{step}" for step in hub["steps"]}
+        return [Evaluation(STUDY, planner.hub(repo, size, revisions), tokens)
+                for size, repo in hub["models"].items() for tokens in sorted(revisions)]
+    tokens = checkpoints(config)
     return [Evaluation(STUDY, planner.trunk(size, upto=study["last_checkpoint"], milestones=tokens), milestone)
             for size in study["sizes"] for milestone in tokens]
 
