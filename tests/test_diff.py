@@ -92,6 +92,14 @@ def test_numeric_column_beyond_tolerance_then_within_a_column_tolerance(trees, c
     assert statuses(a, b, rtol=1e-3)["results/tables/curves.parquet"] == "within_tolerance"
 
 
+def test_an_ignored_column_is_left_out(trees, capsys):
+    a, b = trees
+    pd.DataFrame({"size": ["N3k", "N7k"], "D": [2048, 4096], "loss": [5.0, 4.6]}).to_parquet(
+        b / "results" / "tables" / "curves.parquet", index=False)
+    assert run_cli(a, b, "--ignore-column", "loss", capsys=capsys)[0] == 0
+    assert run_cli(a, b, "--ignore-column", "D", capsys=capsys)[0] == 1
+
+
 def test_compare_tables_matches_numpy_isclose_cell_by_cell():
     rng = np.random.default_rng(0)
     a = pd.DataFrame({"x": rng.normal(size=200)})

@@ -41,6 +41,7 @@ class Tolerances:
     atol: float = 0.0
     figure_tol: float = 0.0
     columns: dict = field(default_factory=dict)  # name -> (rtol, atol)
+    ignored: tuple = ()  # table columns left out (e.g. wall-clock timings)
 
     def for_column(self, name: str) -> tuple[float, float]:
         return self.columns.get(name, (self.rtol, self.atol))
@@ -128,6 +129,8 @@ def compare_tables(a: pd.DataFrame, b: pd.DataFrame, tol: Tolerances) -> tuple[b
         return False, [f"row count {len(a)} vs {len(b)}"]
     within = True
     for column in a.columns:
+        if column in tol.ignored:
+            continue
         left, right = a[column].to_numpy(), b[column].to_numpy()
         if pd.api.types.is_numeric_dtype(a[column]) and pd.api.types.is_numeric_dtype(b[column]) \
                 and not pd.api.types.is_bool_dtype(a[column]):
@@ -203,7 +206,7 @@ def compare_json(a, b, tol: Tolerances, where: str = "") -> tuple[bool, list[str
                 within = False
                 details.append(f"{where}{key}: only in {'B' if key not in a else 'A'}")
                 continue
-            key_tol = Tolerances(*tol.for_column(str(key)), tol.figure_tol, tol.columns)
+            key_tol = Tolerances(*tol.for_column(str(key)), tol.figure_tol, tol.columns, tol.ignored)
             ok, more = compare_json(a[key], b[key], key_tol, f"{where}{key}.")
             within, details = within and ok, details + more
         return within, details
@@ -362,7 +365,7 @@ def tolerances_from_args(args) -> Tolerances:
         if getattr(args, option) < 0:
             raise ValueError(f"--{option.replace('_', '-')} {getattr(args, option)}: must be ≥ 0")
     columns = dict(parse_column_tolerance(text) for text in args.column_tol)
-    return Tolerances(args.rtol, args.atol, args.figure_tol, columns)
+    return Tolerances(args.rtol, args.atol, args.figure_tol, columns, tuple(args.ignore_column))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -372,6 +375,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--atol", type=float, default=0.0, help="absolute tolerance for numbers (default 0)")
     parser.add_argument("--column-tol", action="append", default=[], metavar="NAME=RTOL[:ATOL]",
                         help="tolerance for one table column or fit parameter (repeatable)")
+    parser.add_argument("--ignore-column", action="append", default=[], metavar="NAME",
+                        help="leave a table column out of the comparison (repeatable), e.g. a wall-clock timing")
     parser.add_argument("--figure-tol", type=float, default=0.0,
                         help="largest RMS pixel difference (0–255 scale) accepted for figures whose bytes differ")
     output = parser.add_mutually_exclusive_group()
