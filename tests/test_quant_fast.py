@@ -87,3 +87,9 @@ def test_quantize_rejects_non_tensors_and_integer_tensors():
         quantize([1.0], "int4:g128")
     with pytest.raises(TypeError, match="floating-point tensor, got torch.int64"):
         quantize(torch.arange(4), "int4:g128")
+
+
+def test_quantize_carries_no_gradient_on_either_path():
+    for rows in (4, dispatch.MIN_ELEMENTS_FOR_FAST_PATH // 128):
+        weight = torch.randn(rows, 128, requires_grad=True)
+        assert not quantize(weight, "int4:g128").requires_grad

@@ -186,3 +186,15 @@ def test_stochastic_rounding_is_unbiased_on_e2m1():
     draws = torch.stack([round_to_format(x, fp_format(2, 1), "stochastic", uniform=uniform_like(x, s)) for s in range(4)])
     assert set(draws.unique().tolist()) == {2.0, 3.0}
     assert abs(draws.mean().item() - 2.5) < 0.01
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    values=st.lists(st.floats(-1.0, 1.0, width=32), min_size=32, max_size=32),
+    exponent=st.integers(-100, 100),
+    text=st.sampled_from(["fp:e4m3:b16", "fp:e2m1:b8", "fp:e3m2:channel", "fp:e5m2:b16:nearest-away"]),
+)
+def test_property_fp32_block_scaling_is_idempotent(values, exponent, text):
+    x = torch.tensor(values).reshape(2, 16) * 2.0**exponent
+    once = quantize_reference(x, text)
+    assert torch.equal(quantize_reference(once, text), once)

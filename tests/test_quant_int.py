@@ -177,3 +177,16 @@ def test_property_matches_torch_at_the_same_convention(rows, groups, group, bits
     codes = quantize_reference(x, spec).reshape(rows, groups, group) / params.scale.unsqueeze(-1)
     assert torch.allclose(codes, codes.round(), atol=1e-3)
     assert math.isfinite(codes.abs().max().item())
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    values=st.lists(unit_floats, min_size=32, max_size=32),
+    exponent=st.integers(-100, 100),
+    text=st.sampled_from(["int4:g8", "int8:g8:mulinv", "int3:channel", "int2:g16:nearest-away"]),
+)
+def test_property_symmetric_absmax_is_idempotent(values, exponent, text):
+    # The block maximum maps to the top code and back to itself, so the scale, and every code, is kept.
+    x = torch.tensor(values).reshape(2, 16) * 2.0**exponent
+    once = quantize_reference(x, text)
+    assert torch.equal(quantize_reference(once, text), once)

@@ -20,7 +20,11 @@ TRITON_AVAILABLE = importlib.util.find_spec("triton") is not None
 
 
 def quantize(x: torch.Tensor, spec: QuantSpec | str) -> torch.Tensor:
-    """Fake-quantize (quantize, then dequantize) x under spec; same dtype and shape out."""
+    """Fake-quantize (quantize, then dequantize) x under spec; same dtype and shape out.
+
+    The result carries no gradient (rounding has none); training goes through qscaling.quant.qat's
+    straight-through estimator, which calls this in its forward pass.
+    """
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"quantize: x must be a torch.Tensor, got {type(x).__name__}")
     if not x.is_floating_point():
@@ -36,4 +40,4 @@ def quantize(x: torch.Tensor, spec: QuantSpec | str) -> torch.Tensor:
             return fake_quant.quantize_triton(x32, spec).to(x.dtype)
     if x.device.type == "cpu" and x.numel() >= MIN_ELEMENTS_FOR_FAST_PATH and fast.supports(x32, spec):
         return fast.quantize_fast(x32, spec).to(x.dtype)
-    return quantize_reference(x, spec)
+    return quantize_reference(x.detach(), spec)

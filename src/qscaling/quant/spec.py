@@ -192,7 +192,8 @@ def parse_spec(text: str) -> QuantSpec:
     elif granularity in ("tensor", "channel", "token", "unscaled"):
         fields["granularity"] = granularity
     else:
-        _fail(text, f"granularity must be tensor, channel, token, {group_letter}<N> or unscaled, got {granularity!r}")
+        named = "tensor, channel, token, b<N> or unscaled" if fields["kind"] == "fp" else "tensor, channel, token or g<N>"
+        _fail(text, f"granularity must be {named}, got {granularity!r}")
     valid = {**tokens, **_COMMON_TOKENS}
     for token in rest[1:]:
         seed = _SEED.fullmatch(token)
