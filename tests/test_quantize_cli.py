@@ -37,7 +37,7 @@ def source(tmp_path_factory):
 
 def _loss(model, source):
     tokens = np.fromfile(source / "tokens.bin", dtype=np.uint16)
-    return evaluate_loss(model, tokens, seq_len=32, batch_size=8, max_tokens=2048)
+    return evaluate_loss(model, tokens, seq_len=32, batch_size=8, max_tokens=2048)["loss"]
 
 
 def _quantize(source, out, *extra):

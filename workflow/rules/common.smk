@@ -46,4 +46,6 @@ def study_fits(study):
 
 
 LEARNING_CURVE_RUNS = learning_curve_runs(config, PLANNER)
+# Law-only figures that overlay this run's fit next to the paper's constants.
+LAW_FIGURE_FITS = {target: {"qid": study_fits("ouyang2024")["qid"]} for target in ("ouyang2024_fig1", "ouyang2024_table1")}
 ALL_FIGURES = ["figures/common/learning_curves.png"]

@@ -1,5 +1,7 @@
-# Figures that need only a scaling law: drawn from the papers' constants (fits can be added as named
-# .json inputs later; render_figure.py passes them to the figure function as `fits`).
+# Figures that need only a scaling law: drawn from the papers' constants, plus this run's fit where the
+# workflow has one (`LAW_FIGURE_FITS`: target -> named fit JSONs, defined by the studies in common.smk; a
+# Snakefile that includes only this file draws the papers' constants alone).
+LAW_FIGURE_FITS = globals().get("LAW_FIGURE_FITS", {})
 
 LAW_FIGURES = [
     "figures/ouyang2024/fig1.png",
@@ -19,7 +21,7 @@ LAW_FIGURES = [
 
 rule ouyang2024_fig1:
     input:
-        qid="results/fits/ouyang2024/qid.json",
+        **LAW_FIGURE_FITS.get("ouyang2024_fig1", {}),
     output:
         report(
             "figures/ouyang2024/fig1.png",
@@ -251,7 +253,7 @@ rule chen2025_fig16:
 
 rule ouyang2024_table1:
     input:
-        qid="results/fits/ouyang2024/qid.json",
+        **LAW_FIGURE_FITS.get("ouyang2024_table1", {}),
     output:
         csv=report(
             "figures/ouyang2024/table1.csv",
