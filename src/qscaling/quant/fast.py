@@ -8,13 +8,16 @@ Exactness: INT follows the reference operation by operation. FP replaces the ref
 with float32 bit manipulation — the binade of a float32 value is its exponent field, 2^e·2^-M is an exact
 ulp, a/ulp < 2^(M+1) is exact, and floor(r + 0.5) is exact for r < 2^23 — so every value is the same bits.
 
-Compiled loops are specialised per (spec, group size, dtype); the number of groups is dynamic, so one
-compilation serves all tensors with the same row length. Inputs are taken as [n_groups, G] views; ragged
+Compiled loops are specialised per (spec, group size); the number of groups is dynamic, so one
+compilation serves all tensors with the same row length. Inductor's CPU backend needs a C++ compiler;
+without one on PATH the dispatcher keeps to the reference. Inputs are taken as [n_groups, G] views; ragged
 groups and non-contiguous inputs are left to the reference by the dispatcher (`supports`).
 """
 
 import functools
 import itertools
+import os
+import shutil
 
 import torch
 
@@ -26,11 +29,12 @@ FLOAT32_MAX = torch.finfo(torch.float32).max
 FLOAT32_TINY = torch.finfo(torch.float32).tiny
 _EXPONENT_MASK = 0x7F800000
 _COMPILE_IDS = itertools.count()
+CXX_AVAILABLE = any(shutil.which(name) for name in (os.environ.get("CXX", "g++"), "g++", "c++", "clang++"))
 
 
 def supports(x: torch.Tensor, spec: QuantSpec) -> bool:
-    """Whether the fast path handles x: float32, contiguous, on CPU, whole groups."""
-    if x.device.type != "cpu" or x.dtype != torch.float32 or not x.is_contiguous() or x.numel() == 0:
+    """Whether the fast path handles x: float32, contiguous, on CPU, whole groups (and a compiler exists)."""
+    if not CXX_AVAILABLE or x.device.type != "cpu" or x.dtype != torch.float32 or not x.is_contiguous() or x.numel() == 0:
         return False
     return spec.granularity != "group" or x.shape[-1] % spec.group_size == 0
 
@@ -62,14 +66,16 @@ def _round_signed(y: torch.Tensor, rounding: str, seed: int) -> torch.Tensor:
 
 
 def _int_rows(groups: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
-    finite = torch.where(groups.abs() <= FLOAT32_MAX, groups, 0.0)
     if spec.symmetric:
         q_min, q_max = -(2 ** (spec.bits - 1)), 2 ** (spec.bits - 1) - 1
         divisor = q_max if spec.int_scale == "absmax" else (2**spec.bits - 1) / 2
-        scale = torch.clamp(finite.abs().amax(dim=-1, keepdim=True) / divisor, min=FLOAT32_TINY)
+        magnitude = groups.abs()
+        amax = torch.where(magnitude <= FLOAT32_MAX, magnitude, 0.0).amax(dim=-1, keepdim=True)
+        scale = torch.clamp(amax / divisor, min=FLOAT32_TINY)
         zero_point = torch.zeros_like(scale)
     else:
         q_min, q_max = 0, 2**spec.bits - 1
+        finite = torch.where(groups.abs() <= FLOAT32_MAX, groups, 0.0)
         low = torch.clamp(finite.amin(dim=-1, keepdim=True), max=0.0)
         high = torch.clamp(finite.amax(dim=-1, keepdim=True), min=0.0)
         scale = torch.clamp((high - low) / q_max, min=FLOAT32_TINY)
