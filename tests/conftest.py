@@ -6,8 +6,19 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def single_thread():
+    """Tiny matmuls: a second thread costs more in synchronisation than it saves, badly so on a busy machine;
+    one thread also keeps in-process results independent of the machine's core count."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="session")

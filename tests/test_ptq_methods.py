@@ -62,14 +62,6 @@ def train_markov_llama(steps: int = 300, seed: int = 0):
     return model.eval()
 
 
-@pytest.fixture(scope="module", autouse=True)
-def single_thread():
-    # Tiny matmuls: a second thread costs more in synchronisation than it saves, badly so on a busy machine.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 
 @pytest.fixture(scope="module")
 def trained(single_thread):

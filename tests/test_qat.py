@@ -21,13 +21,6 @@ from qscaling.quant.roles import decoder_blocks
 from qscaling.train import RunSpec, train
 
 
-@pytest.fixture(autouse=True)
-def single_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 
 def test_clipped_ste_zeroes_the_gradient_exactly_where_int_codes_clamp():
     # int4:tensor:gptq: s = 2·amax/15 = 1 for amax 7.5; codes -8..7. 7.5/1 rounds (half to even) to 8 → clamped
