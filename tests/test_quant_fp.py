@@ -198,3 +198,34 @@ def test_property_fp32_block_scaling_is_idempotent(values, exponent, text):
     x = torch.tensor(values).reshape(2, 16) * 2.0**exponent
     once = quantize_reference(x, text)
     assert torch.equal(quantize_reference(once, text), once)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    rows=st.integers(1, 4),
+    blocks=st.integers(1, 3),
+    block=st.sampled_from([1, 4, 32]),
+    fmt_fields=st.sampled_from([(4, 3, "ocp"), (2, 1, "ocp"), (3, 2, "ocp"), (5, 2, "ocp"), (2, 3, "ocp")]),
+    magnitude=st.sampled_from([2.0**-140, 2.0**-60, 1.0, 2.0**60, 2.0**120]),
+    zero_block=st.booleans(),
+    data=st.data(),
+)
+def test_property_block_scaled_reference_equals_brute_force(rows, blocks, block, fmt_fields, magnitude, zero_block, data):
+    n = rows * blocks * block
+    values = data.draw(st.lists(st.floats(-1.0, 1.0, width=32) | st.sampled_from([float("nan"), float("inf")]),
+                                min_size=n, max_size=n))
+    x = (torch.tensor(values) * magnitude).reshape(rows, blocks * block)
+    if zero_block:
+        x[0, :block] = 0.0
+    E, M, top_code = fmt_fields
+    fmt = fp_format(E, M, top_code)
+    text = f"fp:e{E}m{M}:b{block}"
+    grouped = x.reshape(rows, blocks, block)
+    amax = torch.where(torch.isfinite(grouped), grouped.abs(), 0.0).amax(dim=-1, keepdim=True)
+    scale = torch.where(amax > 0, torch.clamp(torch.full_like(amax, fmt.max_value) / amax, max=3.4028234663852886e38), 1.0)
+    expected = (brute_force_round((grouped * scale).reshape(-1), fmt, "nearest-even").reshape(grouped.shape) / scale)
+    out = quantize_reference(x, text)
+    assert same_bits(out, expected.reshape(x.shape))
+    if zero_block:
+        assert torch.equal(out[0, :block], torch.zeros(block)) and not torch.signbit(out[0, :block]).any()
+    assert torch.equal(torch.isnan(out), torch.isnan(x))
