@@ -85,3 +85,10 @@ def count_non_embedding_params(model: torch.nn.Module) -> int:
     """N as defined above, counted on a live model (embedding and LM head excluded)."""
     excluded = {id(p) for name, p in model.named_parameters() if "embed" in name or name.startswith("lm_head")}
     return sum(p.numel() for p in model.parameters() if id(p) not in excluded)
+
+
+def resolve_device(name: str) -> str:
+    """`auto` → cuda when torch sees a GPU, else cpu; `cpu` / `cuda` as given."""
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return name

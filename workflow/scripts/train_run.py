@@ -2,16 +2,14 @@
 
 from pathlib import Path
 
-import torch
-
+from qscaling.model import resolve_device
 from qscaling.provenance import job_context
 from qscaling.train import RunSpec, train
 
-with job_context(snakemake) as extra_inputs:  # noqa: F821
+with job_context(snakemake):  # noqa: F821
     params = snakemake.params  # noqa: F821
     spec = RunSpec.from_dict(params.spec)
-    device = "cuda" if params.device == "auto" and torch.cuda.is_available() else params.device
-    device = "cpu" if device == "auto" else device
+    device = resolve_device(params.device)
     run_dir = Path(snakemake.output.summary).parent  # noqa: F821
     trunk_dir = Path(snakemake.input.trunk[0]).parent if snakemake.input.trunk else None  # noqa: F821
     train(spec, run_dir, snakemake.input.train, milestones=params.milestones,  # noqa: F821

@@ -10,7 +10,6 @@ import math
 import time
 
 import pandas as pd
-import torch
 
 from qscaling.checkpoint import load_checkpoint
 from qscaling.evaluate import evaluate_loss
@@ -65,9 +64,3 @@ def score_checkpoint(checkpoint, quantizations, held_out: dict, calibration_toke
             })
         del quantized
     return pd.DataFrame(rows)
-
-
-def torch_device(name: str) -> str:
-    if name == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    return name
