@@ -4,6 +4,7 @@ A figure function reads tidy tables (pandas DataFrames) and fitted laws; it neve
 """
 
 import json
+import math
 import os
 from pathlib import Path
 
@@ -35,11 +36,42 @@ def new_figure(ncols: int = 1, nrows: int = 1, *, width: float = 4.0, height: fl
 
 def add_footer(fig, text: str) -> None:
     """A small note under the axes: which constants, data or scale produced the figure."""
-    fig.text(0.01, 0.005, text, fontsize=6, color="0.35", ha="left", va="bottom")
+    # Below the figure's own area: saving with bbox_inches="tight" grows the canvas to include it, so it never
+    # overlaps the x label.
+    fig.text(0.01, -0.01, text, fontsize=6, color="0.35", ha="left", va="top")
+
+
+def compact_number(value: float) -> str:
+    """2000000 → '2M', 250000 → '250k', 0.003 → '0.003': short tick labels for token and parameter counts."""
+    for scale, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:g}{suffix}"
+    return f"{value:g}"
+
+
+def _tidy_log_axes(fig) -> None:
+    """Compact labels on log axes left at matplotlib's defaults; minor labels (×2, ×5) only on short spans,
+    where the defaults would print overlapping '3×10^4'-style labels."""
+    from matplotlib.ticker import FuncFormatter, LogFormatterSciNotation
+
+    for ax in fig.axes:
+        for axis, limits in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
+            if axis.get_scale() != "log" or not isinstance(axis.get_major_formatter(), LogFormatterSciNotation):
+                continue
+            low, high = sorted(abs(v) for v in limits)
+            short = low > 0 and math.log10(high / low) < 1.5
+
+            def minor(value, _):
+                mantissa = round(value / 10 ** math.floor(math.log10(value))) if value > 0 else 0
+                return compact_number(value) if short and mantissa in (2, 5) else ""
+
+            axis.set_major_formatter(FuncFormatter(lambda value, _: compact_number(value)))
+            axis.set_minor_formatter(FuncFormatter(minor))
 
 
 def save_figure(fig, path: str | os.PathLike) -> Path:
     """Write `fig` atomically with fixed metadata, so identical inputs give identical bytes."""
+    _tidy_log_axes(fig)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp{path.suffix}")
