@@ -93,3 +93,13 @@ def test_quantize_carries_no_gradient_on_either_path():
     for rows in (4, dispatch.MIN_ELEMENTS_FOR_FAST_PATH // 128):
         weight = torch.randn(rows, 128, requires_grad=True)
         assert not quantize(weight, "int4:g128").requires_grad
+
+
+@pytest.mark.parametrize(("text", "count"), [("fp:e4m3:unscaled", 1 << 23), ("fp:e2m1:unscaled", 1 << 20)])
+def test_consecutive_float32_values_round_like_the_reference(text, count):
+    # The nearest-even fast path rounds by Veltkamp splitting: sweep `count` consecutive float32 values from
+    # 1.0 (all of [1, 2) for E4M3: every tie and near-tie of its grid) and their negatives.
+    bits = torch.arange(0x3F800000, 0x3F800000 + count, dtype=torch.int32)
+    x = torch.cat([bits.view(torch.float32), -bits.view(torch.float32)]).view(-1, 2048)
+    spec = parse_spec(text)
+    assert same_bits(quantize_fast(x, spec), quantize_reference(x, spec))

@@ -5,8 +5,11 @@ full-size temporary. Here the same float32 arithmetic is written so that torch.c
 backend) fuses it into one vectorised pass per group: amax, scale, round, clamp, dequantize.
 
 Exactness: INT follows the reference operation by operation. FP replaces the reference's float64 frexp
-with float32 bit manipulation — the binade of a float32 value is its exponent field, 2^e·2^-M is an exact
-ulp, a/ulp < 2^(M+1) is exact, and floor(r + 0.5) is exact for r < 2^23 — so every value is the same bits.
+with float32 arithmetic that is exact by construction: nearest-even rounds by Veltkamp splitting (no bit
+casts, which Inductor does not vectorise); the other modes read the binade from the exponent field, where
+2^e·2^-M is an exact ulp, a/ulp < 2^(M+1) is exact and floor(r + 0.5) is exact for r < 2^23. This holds
+under Inductor's default flags (no FMA contraction, no reassociation), which `_exact_float_arithmetic`
+checks before choosing the split.
 
 Compiled loops are specialised per (spec, group size); the number of groups is dynamic, so one
 compilation serves all tensors with the same row length. Inductor's CPU backend needs a C++ compiler;
@@ -20,6 +23,7 @@ import os
 import shutil
 
 import torch
+import torch._inductor.config
 
 from qscaling.quant.fp_format import FloatFormat
 from qscaling.quant.rounding import mix32, seed_key
@@ -116,10 +120,37 @@ def _fp_scale(amax: torch.Tensor, spec: QuantSpec, fmt: FloatFormat) -> torch.Te
     return torch.where(amax > 0, scale, 1.0)
 
 
-def _fp_rows(groups: torch.Tensor, spec: QuantSpec, fmt: FloatFormat) -> torch.Tensor:
+def _exact_float_arithmetic() -> bool:
+    """Inductor's defaults: no FMA contraction, no reassociation — what the Veltkamp split relies on."""
+    cpp = torch._inductor.config.cpp
+    return cpp.enable_floating_point_contract_flag == "off" and not cpp.enable_unsafe_math_opt_flag
+
+
+def _round_nearest_even_split(magnitude: torch.Tensor, fmt: FloatFormat) -> torch.Tensor:
+    """Round non-negative float32 values to the format's grid, ties to even, with no bit casts.
+
+    Veltkamp's split (γ = σ·a, a_hi = γ + (a − γ), σ = 2^(23−M) + 1) rounds a to M+1 significant bits, to
+    nearest even (checked exhaustively over whole binades for M = 0..10), as long as σ·a does not
+    overflow — a is capped at 2·max <= 2^66 for E <= 7, which still rounds above the max and overflows.
+    Below the smallest normal binade the ulp is fixed and (a + C) − C with C = 2^(e_min − M + 23) rounds.
+    """
+    capped = torch.clamp(magnitude, max=2 * fmt.max_value)
+    product = capped * (2.0 ** (23 - fmt.mantissa_bits) + 1)
+    normal = product + (capped - product)
+    shift = 2.0 ** (fmt.min_normal_exponent - fmt.mantissa_bits + 23)
+    subnormal = (capped + shift) - shift
+    return torch.where(capped < 2.0**fmt.min_normal_exponent, subnormal, normal)
+
+
+def _fp_rows(groups: torch.Tensor, spec: QuantSpec, fmt: FloatFormat, exact_arithmetic: bool) -> torch.Tensor:
     amax = torch.where(groups.abs() <= FLOAT32_MAX, groups.abs(), 0.0).amax(dim=-1, keepdim=True)
     scale = _fp_scale(amax, spec, fmt)
     scaled = groups * scale
+    overflow_value = float("inf") if spec.overflow == "inf" else fmt.max_value
+    if spec.rounding == "nearest-even" and fmt.exponent_bits <= 7 and exact_arithmetic:
+        rounded = _round_nearest_even_split(scaled.abs(), fmt)
+        rounded = torch.where(rounded > fmt.max_value, overflow_value, rounded)
+        return torch.copysign(rounded, scaled) / scale
     # Inf becomes float32's max, which rounds above the format's max and so overflows like Inf; NaN stays.
     magnitude = torch.clamp(scaled.abs(), max=FLOAT32_MAX)
     binade = (magnitude.view(torch.int32) & _EXPONENT_MASK).view(torch.float32)
@@ -133,7 +164,6 @@ def _fp_rows(groups: torch.Tensor, spec: QuantSpec, fmt: FloatFormat) -> torch.T
         floor = torch.floor(steps)
         steps = floor + (_uniform(groups, spec.seed) < steps - floor).to(torch.float32)
     rounded = steps * ulp
-    overflow_value = float("inf") if spec.overflow == "inf" else fmt.max_value
     rounded = torch.where(rounded > fmt.max_value, overflow_value, rounded)
     return torch.copysign(rounded, scaled) / scale
 
@@ -142,9 +172,13 @@ def _fp_rows(groups: torch.Tensor, spec: QuantSpec, fmt: FloatFormat) -> torch.T
 def _compiled_for(spec: QuantSpec):
     """One compiled loop per spec; Dynamo specialises on the group size and keeps the group count dynamic."""
     fmt = spec.float_format if spec.kind == "fp" else None
+    exact_arithmetic = _exact_float_arithmetic()
 
     def fake_quantize_rows(groups: torch.Tensor, out: torch.Tensor) -> None:
-        out.copy_(_fp_rows(groups, spec, fmt) if fmt is not None else _int_rows(groups, spec))
+        if fmt is None:
+            out.copy_(_int_rows(groups, spec))
+        else:
+            out.copy_(_fp_rows(groups, spec, fmt, exact_arithmetic))
 
     # Dynamo remembers what changed between calls per code location (file, line, name) and turns changed
     # Python constants into symbolic inputs. Across specs that would make a format's max and exponents
