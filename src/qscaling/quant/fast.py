@@ -23,7 +23,6 @@ import os
 import shutil
 
 import torch
-import torch._inductor.config
 
 from qscaling.quant.fp_format import FloatFormat
 from qscaling.quant.rounding import mix32, seed_key
@@ -122,6 +121,8 @@ def _fp_scale(amax: torch.Tensor, spec: QuantSpec, fmt: FloatFormat) -> torch.Te
 
 def _exact_float_arithmetic() -> bool:
     """Inductor's defaults: no FMA contraction, no reassociation — what the Veltkamp split relies on."""
+    import torch._inductor.config  # imports triton: only once a compilation is due anyway
+
     cpp = torch._inductor.config.cpp
     return cpp.enable_floating_point_contract_flag == "off" and not cpp.enable_unsafe_math_opt_flag
 
