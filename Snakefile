@@ -14,11 +14,13 @@ include: "workflow/rules/quantize.smk"
 include: "workflow/rules/fit.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/law_figures.smk"
+include: "workflow/rules/ahmadian2023.smk"
 
 
 rule all:
     input:
         ALL_FIGURES,
         LAW_FIGURES,
+        AHMADIAN_TARGETS,
         rules.collect_claims.output,
     default_target: True

@@ -43,9 +43,9 @@ class Quantization:
 
 
 def study_modules() -> dict:
-    from qscaling.studies import kumar2024, ouyang2024
+    from qscaling.studies import ahmadian2023, kumar2024, ouyang2024
 
-    return {"kumar2024": kumar2024, "ouyang2024": ouyang2024}
+    return {"kumar2024": kumar2024, "ouyang2024": ouyang2024, "ahmadian2023": ahmadian2023}
 
 
 def plan_all(config: dict, data_id: str) -> tuple[Planner, dict[str, list[Evaluation]]]:

@@ -1,0 +1,210 @@
+"""Ahmadian et al. 2023 figures and tables, from the study table (`tables["evals"]`: one row per variant,
+checkpoint and method), the per-block proxies (`tables["proxies"]`) and one block's weights (`tables["values"]`).
+
+"% change" is the paper's headline: the mean over tasks of the relative accuracy change after quantization; error
+bars are 95 % intervals of the paired per-item (accuracy) or per-window (loss) differences — evaluation noise only,
+one training seed per recipe.
+"""
+
+import numpy as np
+import pandas as pd
+import seaborn as sns
+
+from qscaling.figures import add_footer, new_figure
+
+PROXIES = {"rmse": "W8A8 RMSE of QKV input", "act_std": "mean per-token activation std",
+           "gain_std": "std of norm gains", "spectral_norm": "spectral norm of W_qkv"}
+# The one-factor ablations, in the paper's order (`factor` column of the study table).
+FACTOR_TITLES = {"weight_decay": "weight decay", "dropout": "dropout", "grad_clip": "gradient clipping",
+                 "precision": "training precision"}
+FACTORS = tuple(FACTOR_TITLES)
+METHOD_LABELS = {"none": "unquantized", "w8a8": "W8A8", "rtn": "W4"}
+# The paper's ablation results: mean % change of zero-shot accuracy after W8A8 (6B, 75k steps), Sec. 3 / Figs. 2–3.
+PAPER_ABLATIONS = {
+    ("weight_decay", "0.001", ""): -1.36, ("weight_decay", "0.01", ""): -0.26, ("weight_decay", "0.1", ""): -0.09,
+    ("dropout", "0", ""): 0.32, ("dropout", "0.1", ""): 0.31, ("dropout", "0.4", ""): -0.27,
+    ("dropout", "0.8", ""): -0.57,
+    ("grad_clip", "none", ""): -1.36, ("grad_clip", "1", ""): 0.41,
+    ("precision", "bf16", "wd 0.1"): 0.32, ("precision", "fp16", "wd 0.1"): -0.76,
+    ("precision", "bf16", "wd 0.01"): 0.77, ("precision", "fp16", "wd 0.01"): -1.73,
+}
+# Table 4: 8-task mean accuracy (%), unquantized / W8A8 / W4. (The text's 52B "0.24 %" contradicts the table.)
+PAPER_TABLE4 = {"410M": (59.36, 58.85, 55.93), "6B": (72.67, 72.18, 66.74), "13B": (72.83, 72.59, 65.92),
+                "52B": (77.31, 77.39, 73.72)}
+
+
+def _footer(fig, table: pd.DataFrame, extra: str = "") -> None:
+    emulated = "; bf16/fp16 emulated on CPU (Linear inputs and weights rounded in the forward pass)" \
+        if table["emulated"].any() else ""
+    add_footer(fig, f"This run, one seed per recipe{emulated}. {extra}".strip())
+
+
+def _final(table, method=None, factors=FACTORS):
+    rows = table[table["final"] & table["factor"].isin(factors)]
+    return rows if method is None else rows[rows["method"] == method]
+
+
+def _bars(ax, rows, value, se, paper=None):
+    """Bars per level (hue: group) with 95 % error bars, the paper's values as black diamonds."""
+    labels = [f"{r.level}{' · ' + r.group if r.group else ''}" for r in rows.itertuples()]
+    x = np.arange(len(rows))
+    ax.bar(x, rows[value], yerr=1.96 * rows[se].fillna(0), color=sns.color_palette()[0], capsize=2, label="this run")
+    if paper is not None:
+        ax.scatter(x, [PAPER_ABLATIONS.get((r.factor, r.level, r.group), np.nan) for r in rows.itertuples()],
+                   marker="D", color="black", zorder=3, label="paper (6B)")
+    ax.axhline(0, color="0.3", lw=0.8)
+    ax.set_xticks(x, labels, rotation=30, ha="right")
+
+
+def fig1(tables, fits):
+    """Mean task accuracy vs size: unquantized vs W8A8, our recipe vs the outlier-prone recipe (or OPT)."""
+    rows = _final(tables["evals"], factors=["recipe", "outlier_prone", "released"])
+    rows = rows[rows["method"].isin(["none", "w8a8"])].assign(method=lambda f: f["method"].map(METHOD_LABELS))
+    fig, axes = new_figure(width=4.5)
+    sns.lineplot(rows, x="N", y="mean_acc", hue="factor", style="method", markers=True, ax=axes[0][0])
+    axes[0][0].set(xscale="log", xlabel="non-embedding parameters N", ylabel="mean accuracy (3 tasks)")
+    _footer(fig, rows, "Tasks built from held-out text, scored by lm-evaluation-harness.")
+    return fig
+
+
+def fig2(tables, fits):
+    """% accuracy change (top) and loss δ (bottom) after W8A8 for weight decay, dropout and clipping."""
+    rows = _final(tables["evals"], "w8a8", ("weight_decay", "dropout", "grad_clip"))
+    factors = [f for f in ("weight_decay", "dropout", "grad_clip") if f in set(rows["factor"])]
+    fig, axes = new_figure(len(factors), 2, width=3.0, height=2.6)
+    for column, factor in enumerate(factors):
+        subset = rows[rows["factor"] == factor]
+        _bars(axes[0][column], subset, "pct_change", "pct_change_se", paper=True)
+        _bars(axes[1][column], subset, "delta", "delta_se")
+        axes[0][column].set(title=FACTOR_TITLES[factor], ylabel="% change (W8A8)" if column == 0 else "")
+        axes[1][column].set(ylabel="loss δ W8A8 (nats)" if column == 0 else "")
+    axes[0][0].legend(fontsize=6)
+    _footer(fig, rows)
+    return fig
+
+
+def fig3(tables, fits):
+    """bf16 vs fp16: % accuracy change and loss δ at the end of training, and loss δ over the checkpoints."""
+    evals = tables["evals"]
+    final = _final(evals, "w8a8", ["precision"])
+    fig, axes = new_figure(3, 1, width=3.0, height=2.8)
+    _bars(axes[0][0], final, "pct_change", "pct_change_se", paper=True)
+    _bars(axes[0][1], final, "delta", "delta_se")
+    axes[0][0].set(ylabel="% change (W8A8)")
+    axes[0][0].legend(fontsize=6)
+    axes[0][1].set(ylabel="loss δ W8A8 (nats)")
+    tracked = evals[(evals["factor"] == "precision") & (evals["method"] == "w8a8")]
+    sns.lineplot(tracked.assign(variant=tracked["level"] + " · " + tracked["group"]), x="D", y="delta",
+                 hue="variant", marker="o", ax=axes[0][2])
+    axes[0][2].set(xlabel="training tokens", ylabel="loss δ W8A8 (nats)", title="over training")
+    _footer(fig, tracked)
+    return fig
+
+
+def fig4(tables, fits):
+    """Histograms of one block's QKV weights and norm gains, bf16 vs fp16 (first weight-decay group)."""
+    values = tables["values"]
+    rows = values[values["final"] & (values["factor"] == "precision")]
+    rows = rows[rows["group"] == sorted(rows["group"].unique())[0]] if len(rows) else rows
+    fig, axes = new_figure(2, 1, width=3.5)
+    for ax, kind, title in zip(axes[0], ("qkv_weight", "norm_gain"), ("QKV weights", "norm gains")):
+        subset = rows[rows["kind"] == kind]
+        if len(subset):
+            sns.histplot(subset, x="value", hue="level", element="step", stat="density", common_norm=False, ax=ax)
+        ax.set(title=f"{title}, block {int(subset['block'].iloc[0]) if len(subset) else '–'}")
+    _footer(fig, values)
+    return fig
+
+
+def _proxy_panels(rows, x, hue, kind):
+    fig, axes = new_figure(len(PROXIES), 1, width=2.8, height=2.8)
+    for ax, (proxy, title) in zip(axes[0], PROXIES.items()):
+        if kind == "bar":
+            sns.barplot(rows, y=x, x=proxy, hue=hue, ax=ax, legend=False, errorbar=None)
+        else:
+            sns.lineplot(rows, x=x, y=proxy, hue=hue, marker="o", ax=ax, legend=proxy == "rmse")
+        ax.set(title=title, xlabel="" if kind == "bar" else "block", ylabel="")
+    return fig
+
+
+def fig5(tables, fits):
+    """The four proxies (mean over blocks) per variant at the end of training."""
+    proxies = tables["proxies"]
+    rows = proxies[proxies["final"] & proxies["factor"].isin([*FACTORS, "outlier_prone"])]
+    rows = rows[rows["size"] == rows.loc[rows["factor"].isin(FACTORS), "size"].iloc[0]] if len(rows) else rows
+    means = rows.groupby(["variant", "factor"], sort=False)[list(PROXIES)].mean().reset_index()
+    fig = _proxy_panels(means, "variant", "factor", "bar")
+    _footer(fig, rows)
+    return fig
+
+
+def fig10(tables, fits):
+    """The proxies against depth for the weight-decay variants."""
+    proxies = tables["proxies"]
+    rows = proxies[proxies["final"] & (proxies["factor"] == "weight_decay")]
+    fig = _proxy_panels(rows.assign(weight_decay=rows["level"]), "block", "weight_decay", "line")
+    _footer(fig, proxies)
+    return fig
+
+
+def fig11(tables, fits):
+    """The proxies against depth for bf16 vs fp16."""
+    proxies = tables["proxies"]
+    rows = proxies[proxies["final"] & (proxies["factor"] == "precision")]
+    fig = _proxy_panels(rows.assign(precision=rows["level"] + " · " + rows["group"]), "block", "precision", "line")
+    _footer(fig, proxies)
+    return fig
+
+
+def _render(frame: pd.DataFrame, title: str, note: str):
+    fig, axes = new_figure(width=8.0, height=0.2 * len(frame) + 0.8)
+    ax = axes[0][0]
+    ax.axis("off")
+    cells = [[f"{v:.4g}" if isinstance(v, float) else str(v) for v in row] for row in frame.to_numpy()]
+    table = ax.table(cellText=cells, colLabels=list(frame.columns), loc="center")
+    table.auto_set_font_size(False)
+    table.set_fontsize(6)
+    ax.set_title(title)
+    add_footer(fig, note)
+    return fig
+
+
+def table_ablations_frame(tables, fits):
+    """Our W8A8 results beside the paper's: % accuracy change and loss δ per ablation level (final checkpoints)."""
+    rows = _final(tables["evals"], "w8a8")
+    paper = [PAPER_ABLATIONS.get((r.factor, r.level, r.group), np.nan) for r in rows.itertuples()]
+    return rows.assign(paper_pct_change=paper)[["factor", "level", "group", "paper_pct_change", "pct_change",
+                                                "pct_change_se", "delta", "delta_se"]].reset_index(drop=True)
+
+
+def table_ablations(tables, fits):
+    return _render(table_ablations_frame(tables, fits), "W8A8 % change by training choice: paper (6B) vs this run",
+                   "paper_pct_change: Ahmadian et al. 2023 Figs. 2–3; pct_change/loss_delta: this run (± se).")
+
+
+def table4_frame(tables, fits):
+    """Mean accuracy unquantized / W8A8 / W4 by size for our recipes (or released models), then the paper's rows."""
+    rows = _final(tables["evals"], factors=["recipe", "outlier_prone", "released"])
+    wide = rows.pivot_table(index=["factor", "size", "N"], columns="method", values="mean_acc", aggfunc="first")
+    wide = wide.rename(columns=METHOD_LABELS).reset_index().sort_values(["factor", "N"])
+    paper = pd.DataFrame([{"factor": "paper (Table 4)", "size": size, "N": np.nan, "unquantized": values[0] / 100,
+                           "W8A8": values[1] / 100, "W4": values[2] / 100} for size, values in PAPER_TABLE4.items()])
+    return pd.concat([wide, paper], ignore_index=True)[["factor", "size", "N", "unquantized", "W8A8", "W4"]]
+
+
+def table4(tables, fits):
+    return _render(table4_frame(tables, fits), "Mean accuracy unquantized / W8A8 / W4 by size (Table 4)",
+                   "Paper rows: 8-task mean (fraction); this run: 3 held-out tasks.")
+
+
+def table5_frame(tables, fits):
+    """Outlier-dimension counts by rule per variant (final checkpoints), beside the W8A8 loss δ."""
+    rows = tables["evals"]
+    rows = rows[rows["final"] & (rows["method"] == "w8a8")]
+    columns = ["variant", "size", "outliers_llm_int8", "outliers_threshold_4.2", "outliers_zscore_4", "delta"]
+    return rows[columns].rename(columns={"delta": "w8a8_loss_delta"}).reset_index(drop=True)
+
+
+def table5(tables, fits):
+    return _render(table5_frame(tables, fits), "Outlier dimensions by rule (Table 5)",
+                   "LLM.int8 rule: |x| > 6 on ≥ 6 % of tokens in ≥ 25 % of layers; also 4.2 and |x − μ| > 4σ.")

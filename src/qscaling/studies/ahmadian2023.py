@@ -1,0 +1,441 @@
+"""Ahmadian et al. 2023, "Intriguing Properties of Quantization at Scale": PTQ cliffs as a training choice.
+
+Grid: a base recipe (the paper's: weight decay 0.1, clipping 1.0, no dropout, bf16) and one-factor ablations from
+it — weight decay, dropout, gradient clipping, and bf16 vs fp16 at two weight decays — on one model size (the
+paper's 6B; here the ladder's middle size), plus the final recipe and an "outlier-prone" recipe (low weight decay,
+no clipping, fp16; standing in for OPT) across sizes. Every run is a WSD trunk checkpointed at ~20 %, ~53 % and
+100 % of its tokens (the paper's 15k/40k/75k of 75k steps); the precision ablation is scored at all three.
+
+Each checkpoint is scored unquantized, after W8A8 vector-wise PTQ (per-token INT8 activations × per-channel INT8
+weights, no calibration, no outlier decomposition) and after W4 weight-only per-channel RTN: held-out loss
+(paired per window) and zero-shot-style accuracy (`qscaling.tasks`, through lm-evaluation-harness, paired per
+item), plus the outlier proxies of `qscaling.outliers` on the unquantized model.
+
+Precision: bf16 / fp16 runs use native autocast on a GPU (fp16 with loss scaling; norms stay fp32 as the paper
+needed) and, on CPU where bf16 autocast is ~8× slower, an emulation that rounds every Linear's weights and inputs
+to the 16-bit format in the forward pass (`training_precision`; gradients and the optimizer stay fp32, overflow
+saturates instead of producing Inf). `precision_mode` chooses; figure captions say "emulated".
+"""
+
+import itertools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from qscaling.studies import Evaluation, Quantization
+from qscaling.studies.claims import claim, verdict_from_interval
+
+STUDY = "ahmadian2023"
+FACTORS = ("weight_decay", "dropout", "grad_clip", "precision")
+PRECISIONS = ("fp32", "bf16", "fp16")
+# Forward-pass rounding that emulates each 16-bit format on CPU (bf16 = E8M7, fp16 = E5M10; unscaled casts,
+# bit-identical to torch's .to(dtype) for finite values in range).
+EMULATED_FORMATS = {"bf16": "fp:e8m7:unscaled", "fp16": "fp:e5m10:unscaled"}
+PRECISION_MODES = ("emulate", "autocast", "auto")
+
+@dataclass(frozen=True)
+class Variant:
+    """One training recipe the study scores: `factor` ("weight_decay" …, "recipe", "outlier_prone") at `level`."""
+
+    factor: str
+    level: str
+    group: str  # the crossed factor's value ("wd 0.1") or ""
+    size: str
+    recipe: tuple  # sorted (field, value) pairs over weight_decay, grad_clip, dropout, precision
+    tracked: bool  # scored at every checkpoint, not only the last
+
+    @property
+    def label(self) -> str:
+        return " · ".join(part for part in (self.factor, self.level, self.group) if part)
+
+
+def level_label(value) -> str:
+    return "none" if value is None else value if isinstance(value, str) else f"{value:g}"
+
+
+def _variant(factor, level, group, size, recipe, tracked) -> Variant:
+    if recipe["precision"] not in PRECISIONS:
+        raise ValueError(f"studies.{STUDY}: precision '{recipe['precision']}' is not one of {PRECISIONS}")
+    return Variant(factor, level, group, size, tuple(sorted(recipe.items())), tracked)
+
+
+def variants(config: dict) -> list[Variant]:
+    """Every recipe of the grid (the same recipe may appear under several factors; the planner shares its run)."""
+    study = config["studies"][STUDY]
+    base, size, tracked = dict(study["recipe"]), study["size"], set(study["tracked"])
+    out = []
+    for factor, ablation in study["ablations"].items():
+        crossed = list((ablation.get("across") or {}).items())
+        across_field, across_values = crossed[0] if crossed else (None, [None])
+        for value, other in itertools.product(ablation["values"], across_values):
+            recipe = {**base, **ablation.get("with", {}), factor: value}
+            group = ""
+            if across_field is not None:
+                recipe[across_field] = other
+                group = f"{'wd' if across_field == 'weight_decay' else across_field} {level_label(other)}"
+            out.append(_variant(factor, level_label(value), group, size, recipe, factor in tracked))
+    for size_label in study["sizes"]:
+        out.append(_variant("recipe", "final", "", size_label, base, False))
+        out.append(_variant("outlier_prone", "outlier-prone", "", size_label, {**base, **study["outlier_prone"]},
+                            False))
+    return out
+
+
+def precision_mode(config: dict) -> str:
+    """"emulate" or "autocast": `auto` autocasts only where training runs on a GPU."""
+    from qscaling.model import resolve_device
+
+    mode = config["studies"][STUDY]["precision_mode"]
+    if mode != "auto":
+        return mode
+    return "autocast" if resolve_device(config["device"]) == "cuda" else "emulate"
+
+
+def run_overrides(recipe: tuple, mode: str) -> dict:
+    """RunSpec fields for a recipe: the three optimizer choices plus the training precision."""
+    fields = dict(recipe)
+    precision = fields.pop("precision")
+    if precision == "fp32":
+        return fields
+    if mode == "autocast":
+        return {**fields, "autocast": precision}
+    fmt = EMULATED_FORMATS[precision]
+    return {**fields, "training_precision": {"weights": fmt, "activations": fmt}}
+
+
+def checkpoint_tokens(config: dict) -> list[int]:
+    study = config["studies"][STUDY]
+    return sorted({int(round(fraction * study["tokens"])) for fraction in study["checkpoints"]})
+
+
+def _run_of(variant: Variant, config: dict, planner) -> str:
+    milestones = checkpoint_tokens(config) if variant.tracked else [config["studies"][STUDY]["tokens"]]
+    return planner.trunk(variant.size, upto=config["studies"][STUDY]["tokens"], milestones=milestones,
+                         **run_overrides(variant.recipe, precision_mode(config)))
+
+
+def plan(config: dict, planner) -> list[Evaluation]:
+    """Trunk checkpoints of every variant, or (`source: hub`, paper scale) released OPT checkpoints."""
+    study = config["studies"][STUDY]
+    if study["source"] == "hub":
+        hub = study["hub"]
+        return [Evaluation(STUDY, planner.hub(repo, label, {hub["tokens"]: hub["revision"]}), hub["tokens"])
+                for label, repo in hub["models"].items()]
+    evaluations = {}
+    for variant in variants(config):
+        run = _run_of(variant, config, planner)
+        for tokens in checkpoint_tokens(config) if variant.tracked else [study["tokens"]]:
+            evaluations[(run, tokens)] = Evaluation(STUDY, run, tokens)
+    return list(evaluations.values())
+
+
+def variant_labels(config: dict, data_id: str) -> pd.DataFrame:
+    """Which run each variant trained (one row per variant), to label the evaluation rows."""
+    from qscaling.plan import Planner
+
+    study = config["studies"][STUDY]
+    if study["source"] == "hub":
+        return pd.DataFrame([{"run": f"hub-{label}", "factor": "released", "level": label, "group": "",
+                              "variant": f"released · {label}", "size": label, "tracked": False,
+                              "precision": "released", "emulated": False}
+                             for label in study["hub"]["models"]])
+    planner, mode = Planner(config, data_id), precision_mode(config)
+    return pd.DataFrame([{"run": _run_of(v, config, planner), "factor": v.factor, "level": v.level,
+                          "group": v.group, "variant": v.label, "size": v.size, "tracked": v.tracked,
+                          "precision": dict(v.recipe)["precision"],
+                          "emulated": dict(v.recipe)["precision"] != "fp32" and mode == "emulate"}
+                         for v in variants(config)])
+
+
+def final_tokens(config: dict) -> int:
+    """Training tokens of the last checkpoint: the study's `tokens`, or the released models' pre-training tokens."""
+    study = config["studies"][STUDY]
+    return study["tokens"] if study["source"] == "train" else study["hub"]["tokens"]
+
+
+def attach_labels(frame: pd.DataFrame, labels: list[dict], final: int) -> pd.DataFrame:
+    """`frame` (one run's rows, with a `milestone` column) repeated under each variant that trained the run, with
+    `final` (the last checkpoint) and `fraction` of training."""
+    labels = pd.DataFrame(labels)
+    labelled = frame.merge(labels.drop(columns=[column for column in labels if column in frame]), how="cross")
+    return labelled.assign(final=labelled["milestone"] == final, fraction=labelled["milestone"] / final)
+
+
+def quantizations(config: dict) -> list[Quantization]:
+    study = config["studies"][STUDY]
+    return [Quantization("w8a8", study["w8a8_weights"]), Quantization("rtn", study["w4"])]
+
+
+def build_table(rows: pd.DataFrame, config: dict) -> pd.DataFrame:
+    """The scoring rows (already labelled by variant: a shared run appears under each), in a fixed order."""
+    order = {factor: i for i, factor in enumerate((*FACTORS, "recipe", "outlier_prone", "released"))}
+    return (rows.assign(factor_order=rows["factor"].map(order))
+            .sort_values(["factor_order", "group", "level", "N", "D", "method"])
+            .drop(columns="factor_order").reset_index(drop=True))
+
+
+def fit_names(config: dict) -> list[str]:
+    """No scaling law: the paper's claims are comparisons between recipes."""
+    return []
+
+
+def fit_laws(table: pd.DataFrame, config: dict, **options) -> dict:
+    return {}
+
+
+# ----------------------------------------------------------------------------------------------- claims
+
+def ablation_rows(table: pd.DataFrame, method: str = "w8a8") -> pd.DataFrame:
+    """Final-checkpoint rows of the one-factor ablations (all at the study's `size`) under `method`."""
+    return table[table["final"] & (table["method"] == method) & table["factor"].isin(FACTORS)]
+
+
+def weighted_slope(x, y, se) -> tuple[float, float]:
+    """Least-squares slope of y on x weighted by 1/se², and its standard error from the per-point errors."""
+    x, y, se = (np.asarray(v, dtype=float) for v in (x, y, se))
+    weights = 1.0 / np.maximum(se, 1e-12) ** 2
+    centred = x - np.sum(weights * x) / np.sum(weights)
+    spread = np.sum(weights * centred**2)
+    return float(np.sum(weights * centred * y) / spread), float(math.sqrt(1.0 / spread))
+
+
+def _interval(estimate: float, se: float) -> tuple[float, float]:
+    return estimate - 1.96 * se, estimate + 1.96 * se
+
+
+def _percent_changes(rows: pd.DataFrame) -> str:
+    return ", ".join(f"{r.level}{' ' + r.group if r.group else ''}: {r.pct_change:+.2f} %"
+                     for r in rows.itertuples())
+
+
+def _missing(text: str, what: str) -> dict:
+    return claim(STUDY, text, statistic=f"not measured ({what})", ci="", verdict="inconclusive")
+
+
+def _trend_claim(rows: pd.DataFrame, factor: str, text: str, *, log_x: bool, expect: str) -> dict:
+    subset = rows[rows["factor"] == factor]
+    if subset["level"].nunique() < 2:
+        return _missing(text, f"fewer than two {factor} levels")
+    x = subset["level"].astype(float)
+    slope, se = weighted_slope(np.log10(x) if log_x else x, subset["delta"], subset["delta_se"])
+    low, high = _interval(slope, se)
+    per = "log10 " if log_x else ""
+    return claim(STUDY, text, statistic=f"slope of W8A8 loss δ on {per}{factor} = {slope:.2e} nats; accuracy "
+                 f"change {_percent_changes(subset)}", ci=f"[{low:.2e}, {high:.2e}]",
+                 verdict=verdict_from_interval(low, high, expect))
+
+
+def _difference_claim(rows: pd.DataFrame, factor: str, worse: str, better: str, text: str) -> dict:
+    """Mean over groups of δ(worse) − δ(better); positive when `better` degrades less."""
+    subset = rows[rows["factor"] == factor].set_index(["group", "level"])
+    groups = [g for g in subset.index.get_level_values("group").unique()
+              if (g, worse) in subset.index and (g, better) in subset.index]
+    if not groups:
+        return _missing(text, f"needs {factor} levels {worse} and {better}")
+    differences = [subset.loc[(g, worse), "delta"] - subset.loc[(g, better), "delta"] for g in groups]
+    variances = [subset.loc[(g, worse), "delta_se"] ** 2 + subset.loc[(g, better), "delta_se"] ** 2 for g in groups]
+    estimate, se = float(np.mean(differences)), math.sqrt(sum(variances)) / len(groups)
+    low, high = _interval(estimate, se)
+    return claim(STUDY, text, statistic=f"W8A8 loss δ({worse}) − δ({better}) = {estimate:.2e} nats; accuracy "
+                 f"change {_percent_changes(subset.reset_index())}", ci=f"[{low:.2e}, {high:.2e}]",
+                 verdict=verdict_from_interval(low, high, "positive"))
+
+
+def spearman(x, y) -> float:
+    x, y = pd.Series(np.asarray(x, float)).rank(), pd.Series(np.asarray(y, float)).rank()
+    return float(np.corrcoef(x, y)[0, 1]) if x.std() > 0 and y.std() > 0 else float("nan")
+
+
+def _rank_claim(runs: pd.DataFrame, proxy: str, text: str, *, bootstrap: int = 1000, seed: int = 0) -> dict:
+    """Spearman correlation of a proxy with W8A8 loss δ across runs, percentile bootstrap CI over runs."""
+    if len(runs) < 4:
+        return _missing(text, f"{len(runs)} runs")
+    estimate = spearman(runs[proxy], runs["delta"])
+    rng = np.random.default_rng(seed)
+    draws = [spearman(*runs.iloc[rng.integers(0, len(runs), len(runs))][[proxy, "delta"]].to_numpy().T)
+             for _ in range(bootstrap)]
+    low, high = np.nanpercentile(draws, [2.5, 97.5])
+    return claim(STUDY, text, statistic=f"Spearman ρ({proxy}, W8A8 loss δ) = {estimate:.2f} over {len(runs)} runs",
+                 ci=f"[{low:.2f}, {high:.2f}]", verdict=verdict_from_interval(low, high, "positive"))
+
+
+def _outlier_rule_claim(table: pd.DataFrame, runs: pd.DataFrame) -> dict:
+    text = ("LLM.int8's 6.0 rule finds no outlier dimensions in the well-trained recipe and does not separate "
+            "sensitive from robust variants (Table 5)")
+    recipe = table[(table["factor"] == "recipe") & table["final"] & (table["method"] == "none")]
+    if recipe.empty or len(runs) < 4:
+        return _missing(text, "no recipe runs or fewer than four ablation runs")
+    in_recipe = int(recipe["outliers_llm_int8"].max())
+    rho = spearman(runs["outliers_llm_int8"], runs["delta"])
+    separates = not math.isnan(rho) and abs(rho) >= 0.5
+    statistic = (f"max outlier dims in the recipe runs = {in_recipe}; over {len(runs)} ablation runs counts "
+                 f"{int(runs['outliers_llm_int8'].min())}–{int(runs['outliers_llm_int8'].max())}, Spearman ρ with "
+                 f"W8A8 loss δ = {rho:.2f}" + (" (constant counts)" if math.isnan(rho) else ""))
+    verdict = "reproduced" if in_recipe == 0 and not separates else "not reproduced"
+    return claim(STUDY, text, statistic=statistic, ci="|ρ| < 0.5 read as no separation", verdict=verdict)
+
+
+def claims(table: pd.DataFrame, fits: dict, config: dict) -> list[dict]:
+    if config["studies"][STUDY]["source"] == "hub":
+        return [_w4_claim(table[table["final"]])]
+    rows = ablation_rows(table)
+    runs = rows.drop_duplicates("run")
+    return [
+        _trend_claim(rows, "weight_decay", "More weight decay → less W8A8 degradation (Fig. 2)", log_x=True,
+                     expect="negative"),
+        _trend_claim(rows, "dropout", "More dropout → more W8A8 degradation (Fig. 2)", log_x=False,
+                     expect="positive"),
+        _difference_claim(rows, "grad_clip", "none", "1", "Gradient clipping reduces W8A8 degradation at low "
+                          "weight decay (Fig. 2)"),
+        _difference_claim(rows, "precision", "fp16", "bf16", "bf16 training degrades less under W8A8 than fp16 "
+                          "(Fig. 3)"),
+        _w4_claim(table[table["final"] & table["factor"].isin(FACTORS)]),
+        _outlier_rule_claim(table, runs),
+        _rank_claim(runs, "gain_std", "The spread of the norm gains tracks W8A8 sensitivity (Fig. 5)"),
+        _rank_claim(runs, "rmse", "The W8A8 activation RMSE of the QKV input tracks W8A8 sensitivity (Fig. 5)"),
+    ]
+
+
+def _w4_claim(final: pd.DataFrame) -> dict:
+    text = "W4 weight-only RTN costs far more than W8A8 (Table 4)"
+    per_run = final.drop_duplicates(["run", "method"]).pivot_table(index="run", columns="method",
+                                                                   values=["delta", "delta_se"])
+    if per_run.empty or "rtn" not in per_run["delta"] or "w8a8" not in per_run["delta"]:
+        return _missing(text, "no W4 and W8A8 rows")
+    differences = per_run["delta"]["rtn"] - per_run["delta"]["w8a8"]
+    se = math.sqrt(float((per_run["delta_se"]["rtn"] ** 2 + per_run["delta_se"]["w8a8"] ** 2).sum())) / len(per_run)
+    low, high = _interval(float(differences.mean()), se)
+    ratio = per_run["delta"]["rtn"].mean() / per_run["delta"]["w8a8"].mean()
+    return claim(STUDY, text, statistic=f"mean loss δ W4 − W8A8 = {differences.mean():.2e} nats over {len(per_run)} "
+                 f"runs (W4/W8A8 = {ratio:.1f}×)", ci=f"[{low:.2e}, {high:.2e}]",
+                 verdict=verdict_from_interval(low, high, "positive"))
+
+
+# ------------------------------------------------------------------------------------- scoring one checkpoint
+
+def task_changes(base: dict, quantized: dict) -> dict:
+    """Accuracy change after quantization, paired per item: mean over tasks of the absolute change (points) and
+    of the relative % change (the paper's headline), with the relative change's standard error.
+
+    Tasks the unquantized model never gets right have no relative change and are left out of it.
+    """
+    absolute, relative, variances = [], [], []
+    for task, result in base.items():
+        difference = quantized[task]["correct"].astype(float) - result["correct"].astype(float)
+        absolute.append(difference.mean())
+        accuracy = result["correct"].mean()
+        if accuracy > 0:
+            relative.append(difference.mean() / accuracy)
+            variances.append((difference.std(ddof=1) / math.sqrt(len(difference)) / accuracy) ** 2
+                             if len(difference) > 1 else float("nan"))
+    if not relative:
+        return {"acc_change": 100 * float(np.mean(absolute)), "pct_change": float("nan"),
+                "pct_change_se": float("nan")}
+    return {"acc_change": 100 * float(np.mean(absolute)), "pct_change": 100 * float(np.mean(relative)),
+            "pct_change_se": 100 * math.sqrt(sum(variances)) / len(relative)}
+
+
+TOKENIZER_PATTERNS = ["tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
+                      "merges.txt"]
+
+
+def task_tokenizer(tokenizer_file, held_out: np.ndarray, source: dict | None):
+    """(transformers tokenizer, held-out token ids) in the vocabulary of the model being scored.
+
+    Our runs (`source` None) use the corpus tokenizer and shard as they are. A released checkpoint (`source` =
+    {"repo", "revision"}) brings its own tokenizer, fetched at the same revision (a local directory with one
+    subdirectory per revision stands in for the hub); the held-out text is decoded and re-encoded with it.
+    """
+    from pathlib import Path
+
+    from transformers import AutoTokenizer
+
+    from qscaling.data.tokens import EOS
+    from qscaling.tasks import hf_tokenizer
+
+    corpus_tokenizer = hf_tokenizer(tokenizer_file, EOS)
+    if source is None:
+        return corpus_tokenizer, held_out
+    local = Path(source["repo"])
+    if local.is_dir():
+        path = local / source["revision"]
+    else:
+        from huggingface_hub import snapshot_download
+
+        path = snapshot_download(source["repo"], revision=source["revision"], allow_patterns=TOKENIZER_PATTERNS)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    text = corpus_tokenizer.decode(np.asarray(held_out).tolist())
+    return tokenizer, np.asarray(tokenizer(text, add_special_tokens=False)["input_ids"], dtype=np.int64)
+
+
+def score_checkpoint(checkpoint, quantizations, held_out: np.ndarray, *, tokenizer, tasks, task_dir=None,
+                     eval_tokens: int, proxy_windows: int, batch_size: int = 16, task_batch_size: int = 32,
+                     device: str = "cpu") -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(rows, per-block proxies, one block's weights and gains) for one checkpoint.
+
+    Rows: the unquantized model and each quantization, with held-out loss (δ paired per window), task accuracy
+    (changes paired per item) and the unquantized model's proxy summaries (block means, outlier counts).
+    `held_out` must be in the model's vocabulary; its first `proxy_windows` windows are the proxies' fixed samples.
+    """
+    import copy
+
+    import torch
+
+    from qscaling.checkpoint import load_checkpoint
+    from qscaling.evaluate import evaluate_loss
+    from qscaling.model import count_non_embedding_params
+    from qscaling.outliers import block_proxies, block_values, outlier_counts, qkv_inputs
+    from qscaling.quant.ptq import quantize_model
+    from qscaling.studies.ptq import spec_bits
+    from qscaling.tasks import run_tasks
+
+    model, metadata = load_checkpoint(checkpoint)
+    model.to(device)
+    seq_len = model.config.max_position_embeddings
+    spec = metadata.get("spec", {})
+    windows_available = len(held_out) // (seq_len + 1)
+    if windows_available < proxy_windows:
+        raise ValueError(f"proxy_windows: {proxy_windows} windows of {seq_len + 1} tokens requested, the held-out "
+                         f"set has {windows_available}")
+    windows = torch.from_numpy(np.asarray(held_out[: proxy_windows * (seq_len + 1)]).astype(np.int64))
+    inputs = qkv_inputs(model, windows.view(proxy_windows, seq_len + 1)[:, :-1])
+    proxies = block_proxies(model, inputs)
+    summary = {**{name: float(proxies[name].mean()) for name in ("rmse", "act_std", "gain_std", "spectral_norm")},
+               **{f"outliers_{rule}": count for rule, count in outlier_counts(inputs).items()}}
+    values = block_values(model, len(inputs) // 2)
+    base_row = {"run": metadata.get("run_id"), "size": spec.get("size"), "N": count_non_embedding_params(model),
+                "D": metadata.get("tokens_seen"), "milestone": metadata.get("milestone_tokens"), **summary}
+
+    def score(candidate):
+        loss = evaluate_loss(candidate, held_out, seq_len=seq_len, batch_size=batch_size, max_tokens=eval_tokens)
+        accuracy = run_tasks(candidate, tokenizer, tasks=tasks, include_path=task_dir, batch_size=task_batch_size,
+                             max_length=seq_len)
+        return loss, accuracy
+
+    base_loss, base_accuracy = score(model)
+    rows = []
+    for quantization in [Quantization("none", "none"), *quantizations]:
+        if quantization.method == "none":
+            loss, accuracy = base_loss, base_accuracy
+        else:
+            quantized = copy.deepcopy(model)
+            quantize_model(quantized, quantization.method, quantization.spec)
+            loss, accuracy = score(quantized)
+            del quantized
+        difference = loss["per_window"] - base_loss["per_window"]
+        rows.append({
+            **base_row, "method": quantization.method, "spec": quantization.spec,
+            "bits": 16 if quantization.method == "none" else spec_bits(quantization.spec),
+            "loss": loss["loss"], "loss_se": loss["loss_se"], "base_loss": base_loss["loss"],
+            "delta": loss["loss"] - base_loss["loss"],
+            "delta_se": float(difference.std() / math.sqrt(len(difference))) if len(difference) > 1 else 0.0,
+            "eval_tokens": loss["tokens"],
+            **{f"acc_{task.removeprefix('qscaling_')}": result["acc"] for task, result in accuracy.items()},
+            "mean_acc": float(np.mean([result["acc"] for result in accuracy.values()])),
+            "base_mean_acc": float(np.mean([result["acc"] for result in base_accuracy.values()])),
+            **task_changes(base_accuracy, accuracy),
+        })
+    identity = {"run": base_row["run"], "milestone": base_row["milestone"]}
+    return pd.DataFrame(rows), proxies.assign(**identity), values.assign(**identity)

@@ -1,0 +1,33 @@
+"""Rule ahmadian2023_score: one checkpoint unquantized, W8A8 and W4 → loss, task accuracy and outlier proxies."""
+
+import json
+from pathlib import Path
+
+from qscaling.checkpoint import read_metadata
+from qscaling.data import load_tokens
+from qscaling.evaluate import write_table
+from qscaling.provenance import job_context, path_sha256
+from qscaling.studies import Quantization
+from qscaling.studies.ahmadian2023 import STUDY, attach_labels, score_checkpoint, task_tokenizer
+from qscaling.model import resolve_device
+from qscaling.train import milestone_name
+
+with job_context(snakemake) as extra_inputs:  # noqa: F821
+    params, wildcards, inputs = snakemake.params, snakemake.wildcards, snakemake.input  # noqa: F821
+    summary_path = Path(inputs.summary)
+    checkpoint = summary_path.parent / "checkpoints" / milestone_name(int(wildcards.tokens))
+    if not checkpoint.is_dir():
+        known = json.loads(summary_path.read_text())["checkpoints"]
+        raise ValueError(f"run {wildcards.run} has no checkpoint at {wildcards.tokens} tokens (has: {', '.join(known)})")
+    extra_inputs[str(checkpoint)] = path_sha256(checkpoint)
+    source = read_metadata(checkpoint).get("source")  # released checkpoints record their repo and revision
+    tokenizer, held_out = task_tokenizer(inputs.tokenizer, load_tokens(inputs.val), source)
+    rows, proxies, values = score_checkpoint(
+        checkpoint, [Quantization(**q) for q in params.quantizations], held_out, tokenizer=tokenizer,
+        tasks=params.tasks, task_dir=Path(inputs.tasks[0]).parent if source is None else None,
+        eval_tokens=params.eval_tokens, proxy_windows=params.proxy_windows, batch_size=params.batch_size,
+        task_batch_size=params.task_batch_size, device=resolve_device(params.device),
+    )
+    for frame, path in ((rows.assign(study=STUDY), snakemake.output.table), (proxies, snakemake.output.proxies),  # noqa: F821
+                        (values, snakemake.output.values)):  # noqa: F821
+        write_table(attach_labels(frame, params.labels, params.final_tokens), path)
