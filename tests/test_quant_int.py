@@ -190,3 +190,10 @@ def test_property_symmetric_absmax_is_idempotent(values, exponent, text):
     x = torch.tensor(values).reshape(2, 16) * 2.0**exponent
     once = quantize_reference(x, text)
     assert torch.equal(quantize_reference(once, text), once)
+
+
+def test_scalars_and_empty_tensors():
+    # A lone value is its own absmax: it maps to the top code and back to itself.
+    assert torch.equal(quantize_reference(torch.tensor(0.3), "int4:tensor"), torch.tensor(0.3))
+    assert quantize_reference(torch.tensor(-2.0), "int8:channel").shape == ()
+    assert quantize_reference(torch.zeros(0, 8), "int4:g4").shape == (0, 8)

@@ -30,8 +30,8 @@ def quantize(x: torch.Tensor, spec: QuantSpec | str) -> torch.Tensor:
     if not x.is_floating_point():
         raise TypeError(f"quantize: x must be a floating-point tensor, got {x.dtype}")
     spec = parse_spec(spec)
-    if x.numel() == 0:
-        return x.clone()
+    if x.numel() == 0 or x.dim() == 0:
+        return quantize_reference(x.detach(), spec)
     x32 = x.detach().to(torch.float32).contiguous()
     if x.is_cuda and TRITON_AVAILABLE:
         from qscaling.kernels import fake_quant

@@ -121,4 +121,6 @@ def quantize_reference(x: torch.Tensor, spec: QuantSpec | str) -> torch.Tensor:
     spec = parse_spec(spec)
     if x.numel() == 0:
         return x.clone()
+    if x.dim() == 0:  # a scalar is a one-element row
+        return quantize_reference(x.reshape(1), spec).reshape(())
     return fake_quantize_with(x, choose_qparams(x, spec), spec)
