@@ -4,7 +4,8 @@ A result tree is a Snakemake working directory (or a `reference/<scale>` copy of
 `figures/` and `results/` are compared file by file. Checkpoints, token shards and provenance records are left
 out: they are inputs to the artifacts, not artifacts, and records carry wall-clock times.
 
-    qscaling diff RUN_A RUN_B [--rtol R] [--atol A] [--column-tol loss=1e-3:0] [--figure-tol RMS] [--json|--markdown]
+    qscaling diff RUN_A RUN_B [--rtol R] [--atol A] [--column-tol loss=1e-3:0] [--ignore-column NAME]
+                              [--figure-tol RMS] [--json|--markdown]
 
 Exit status: 0 when every artifact matches within tolerance, 1 otherwise, 2 on bad input.
 """
@@ -50,7 +51,7 @@ class Tolerances:
 @dataclass
 class ArtifactDiff:
     path: str
-    kind: str  # table | fit | json | figure | file
+    kind: str  # table | fit | json | figure
     status: str  # one of STATUS_ORDER
     details: list[str] = field(default_factory=list)
 
