@@ -1,5 +1,6 @@
 """Shared fixtures: the repository root and a small learnable token stream."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -7,6 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+
+# Without a GPU the Triton kernels run in Triton's interpreter, which reads this when triton is first imported.
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
