@@ -48,7 +48,7 @@ def missing_requirement() -> str | None:
     return None
 
 
-def slurm_conf(workdir: Path, memory_mb: int) -> str:
+def slurm_conf(workdir: Path, node: dict) -> str:
     return f"""{MARKER}
 ClusterName=qscaling
 SlurmctldHost=localhost(127.0.0.1)
@@ -76,14 +76,16 @@ JobAcctGatherType=jobacct_gather/none
 JobCompType=jobcomp/none
 GresTypes=gpu
 MinJobAge=300
-NodeName=localhost NodeAddr=127.0.0.1 CPUs={os.cpu_count()} RealMemory={memory_mb} Gres=gpu:1 State=UNKNOWN
+NodeName=localhost NodeAddr=127.0.0.1 CPUs={node["CPUs"]} RealMemory={node["RealMemory"]} Gres=gpu:1 State=UNKNOWN
 PartitionName=qscaling Nodes=localhost Default=YES MaxTime=INFINITE State=UP
 """
 
 
-def node_memory_mb() -> int:
+def node_hardware() -> dict:
+    """CPUs and RealMemory as slurmd itself detects them (a node declared larger would be drained)."""
     report = subprocess.run(["slurmd", "-C"], capture_output=True, text=True, check=True).stdout
-    return int(report.split("RealMemory=")[1].split()[0])
+    fields = dict(item.split("=", 1) for item in report.split() if "=" in item)
+    return {"CPUs": int(fields["CPUs"]), "RealMemory": int(fields["RealMemory"])}
 
 
 class OneNodeSlurm:
@@ -101,7 +103,7 @@ class OneNodeSlurm:
         subprocess.run(["mungekey", "--create", "--keyfile", str(self.workdir / "munge" / "munge.key")], check=True,
                        capture_output=True)
         SLURM_DIR.mkdir(exist_ok=True)
-        for name, text in (("slurm.conf", slurm_conf(self.workdir, node_memory_mb())),
+        for name, text in (("slurm.conf", slurm_conf(self.workdir, node_hardware())),
                            ("gres.conf", f"{MARKER}\nNodeName=localhost Name=gpu File=/dev/null\n")):
             (SLURM_DIR / name).write_text(text)
             self.written.append(SLURM_DIR / name)
