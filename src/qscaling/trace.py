@@ -22,16 +22,15 @@ def _short(sha) -> str:
 
 
 def find_producer(path: str, root: Path) -> tuple[str, dict] | None:
-    """(output, record) of the job that wrote `path`: its own record, else one of an enclosing directory's."""
+    """(output, record) of the job that wrote `path`: its own record, or for a checkpoint its run's record."""
     record = read_record(path, root)
     if record is not None:
         return path, record
-    # Checkpoints are side outputs of train_run, recorded under the run directory's summary file.
-    for parent in Path(path).parents:
-        records_dir = root / PROVENANCE_DIR / parent
-        if parent == Path(".") or not records_dir.is_dir():
-            continue
-        siblings = sorted(records_dir.glob("*.json"))
+    # Checkpoints are side outputs of train_run: <run dir>/checkpoints/<milestone>, recorded under <run dir>.
+    parts = Path(path).parts
+    if "checkpoints" in parts[1:]:
+        run_dir = Path(*parts[:parts.index("checkpoints")])
+        siblings = sorted((root / PROVENANCE_DIR / run_dir).glob("*.json"))
         if siblings:
             record = json.loads(siblings[0].read_text())
             return record["output"], record
