@@ -24,7 +24,7 @@ VENV_FLAGS :=
 TORCH_REQ := $(TORCH_PIN)
 endif
 
-.PHONY: figures test venv clean
+.PHONY: figures test venv clean reference
 
 venv: $(STAMP)
 
@@ -38,6 +38,9 @@ figures: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+reference: $(STAMP)
+	BIN=$(BIN) CORES=$(CORES) reference/regenerate.sh smoke default
 
 clean:
 	rm -rf results logs benchmarks/*/ .snakemake figures/*/

@@ -12,6 +12,7 @@ include: "workflow/rules/train.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/quantize.smk"
 include: "workflow/rules/fit.smk"
+include: "workflow/rules/report.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/law_figures.smk"
 include: "workflow/rules/ahmadian2023.smk"
@@ -23,4 +24,5 @@ rule all:
         LAW_FIGURES,
         AHMADIAN_TARGETS,
         rules.collect_claims.output,
+        REPORT_TABLES,
     default_target: True

@@ -149,3 +149,21 @@ def test_a_longer_trunk_extends_the_same_run_bit_exactly(tmp_path, token_files):
     for tokens in (12_800, 25_600):
         assert_same_weights(weights(tmp_path / "extended" / "checkpoints" / milestone_name(tokens)),
                             weights(tmp_path / "direct" / "checkpoints" / milestone_name(tokens)))
+
+
+def test_milestones_that_round_to_the_same_step_each_get_a_checkpoint(tmp_path, token_files):
+    spec = tiny_spec(total_tokens=5120)  # 256 tokens per step: 1000 and 1024 both end at step 4
+    summary = train(spec, tmp_path, token_files["train"], milestones=[1000, 1024, 5120], progress=False)
+    assert sorted(summary["checkpoints"]) == ["1000", "1024", "5120"]
+    assert_same_weights(weights(tmp_path / "checkpoints" / milestone_name(1000)),
+                        weights(tmp_path / "checkpoints" / milestone_name(1024)))
+
+
+def test_a_milestone_asked_for_after_the_run_retrains_it_identically(tmp_path, token_files):
+    spec = tiny_spec(total_tokens=5120)
+    train(spec, tmp_path, token_files["train"], milestones=[5120], progress=False)
+    first = weights(tmp_path / "checkpoints" / milestone_name(5120))
+    summary = train(spec, tmp_path, token_files["train"], milestones=[2560, 5120], progress=False)
+    assert sorted(summary["checkpoints"]) == ["2560", "5120"]
+    assert (tmp_path / "checkpoints" / milestone_name(2560) / "model.safetensors").is_file()
+    assert_same_weights(first, weights(tmp_path / "checkpoints" / milestone_name(5120)))

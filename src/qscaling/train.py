@@ -13,6 +13,7 @@ Schedules (`schedule`): "cosine" — linear warmup then cosine to `min_lr_ratio`
 import dataclasses
 import hashlib
 import json
+import logging
 import math
 import os
 import sys
@@ -246,15 +247,30 @@ def train(
     scaler = torch.amp.GradScaler(device.type, enabled=spec.autocast == "fp16")
     step, losses = 0, []
     state_path = run_dir / "state.pt"
-    if state_path.exists():
-        state = load_state(state_path, spec.run_id)
-    elif spec.cooldown is not None:
+    # Token counts round up to whole steps; several may land on the same step, and each gets its own name.
+    milestone_steps, branch_steps = {}, {}
+    for m in sorted(set(milestones)):
+        if m <= spec.total_tokens:
+            milestone_steps.setdefault(math.ceil(m / spec.tokens_per_step), []).append(m)
+    for b in sorted(set(branch_points)):
+        if b < spec.total_tokens:
+            branch_steps.setdefault(math.ceil(b / spec.tokens_per_step), []).append(b)
+    state = load_state(state_path, spec.run_id) if state_path.exists() else None
+    if state is not None:
+        missed = [m for s, ms in milestone_steps.items() for m in ms
+                  if s <= state["step"] and not (run_dir / "checkpoints" / milestone_name(m)).is_dir()]
+        missed += [b for s, bs in branch_steps.items() for b in bs
+                   if s <= state["step"] and not (run_dir / "branches" / f"{milestone_name(b)}.pt").is_file()]
+        if missed:
+            # The saved state is past checkpoints asked for since: retrain from the start (same weights, seeded).
+            logging.getLogger(__name__).warning("run %s: state at step %d is past unsaved milestones %s; "
+                                                "training again from the start", spec.run_id, state["step"], missed)
+            state = None
+    if state is None and spec.cooldown is not None:
         if trunk_dir is None:
             raise ValueError(f"run {spec.run_id}: a cooldown branch needs its trunk's directory")
         state = load_state(Path(trunk_dir) / "branches" / f"{milestone_name(spec.cooldown['start_tokens'])}.pt",
                            spec.cooldown["trunk"])
-    else:
-        state = None
     if state is not None:
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
@@ -266,8 +282,6 @@ def train(
     def tokens_after(n_steps: int) -> int:
         return n_steps * spec.tokens_per_step
 
-    milestone_steps = {math.ceil(m / spec.tokens_per_step): m for m in milestones if m <= spec.total_tokens}
-    branch_steps = {math.ceil(b / spec.tokens_per_step): b for b in branch_points if b < spec.total_tokens}
     (run_dir / "checkpoints").mkdir(exist_ok=True)
     bar = tqdm(total=spec.total_steps, initial=step, desc=spec.run_id, unit="step", disable=not progress,
                file=sys.stderr, mininterval=2.0)
@@ -291,14 +305,14 @@ def train(
         if bar.n % 10 == 0:
             elapsed = time.perf_counter() - started
             bar.set_postfix(loss=f"{losses[-1]:.3f}", tok_s=f"{tokens_after(step - start_step) / elapsed:,.0f}")
-        if step in milestone_steps:
+        for milestone in milestone_steps.get(step, ()):
             metadata = {"run_id": spec.run_id, "step": step, "tokens_seen": tokens_after(step),
-                        "milestone_tokens": milestone_steps[step], "train_loss": float(np.mean(losses[-20:])),
+                        "milestone_tokens": milestone, "train_loss": float(np.mean(losses[-20:])),
                         "seed": spec.seed, "spec": spec.to_dict()}
-            save_checkpoint(model, run_dir / "checkpoints" / milestone_name(milestone_steps[step]), metadata)
-        if step in branch_steps:
+            save_checkpoint(model, run_dir / "checkpoints" / milestone_name(milestone), metadata)
+        for branch_point in branch_steps.get(step, ()):
             (run_dir / "branches").mkdir(exist_ok=True)
-            save_state(run_dir / "branches" / f"{milestone_name(branch_steps[step])}.pt",
+            save_state(run_dir / "branches" / f"{milestone_name(branch_point)}.pt",
                        _state_payload(model, optimizer, step, tokens_after(step), losses, spec))
         if step % state_every_steps == 0 or step == spec.total_steps:
             save_state(state_path, _state_payload(model, optimizer, step, tokens_after(step), losses, spec))
@@ -309,7 +323,7 @@ def train(
         "steps": step,
         "tokens_seen": tokens_after(step),
         "final_train_loss": float(np.mean(losses[-20:])) if losses else None,
-        "checkpoints": {str(m): f"checkpoints/{milestone_name(m)}" for m in sorted(milestone_steps.values())},
+        "checkpoints": {str(m): f"checkpoints/{milestone_name(m)}" for ms in milestone_steps.values() for m in ms},
         "train_loss_curve": [[tokens_after(i + 1), loss] for i, loss in enumerate(losses)][:: max(1, len(losses) // 200)],
     }
     write_json_atomic(run_dir / "run.json", summary)

@@ -16,7 +16,7 @@ rule evaluate_ptq:
     benchmark:
         "benchmarks/ptq/{study}/{run}/{tokens}.tsv"
     message:
-        "Quantizing and scoring {wildcards.run} at {wildcards.tokens} tokens for {wildcards.study}"
+        "Quantizing and scoring {wildcards.run} at {wildcards.tokens} tokens for {wildcards.study} (gpu={resources.gpu})"
     threads: 1
     resources:
         mem_mb=4000,

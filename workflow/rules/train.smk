@@ -17,11 +17,12 @@ rule train_run:
     benchmark:
         "benchmarks/train/{run}.tsv"
     message:
-        "Training run {wildcards.run}"
+        "Training run {wildcards.run} (gpu={resources.gpu})"
     threads: 1
     resources:
         mem_mb=4000,
         runtime=240,
+        gpu=lambda wildcards: 1 if DEVICE == "cuda" else 0,
     script:
         "../scripts/train_run.py"
 
