@@ -1,0 +1,192 @@
+"""Ahmadian et al. 2023: the ablation grid, precision emulation, statistics, claims, released-OPT scoring, DAG."""
+
+import copy
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+import yaml
+
+from qscaling.config import ConfigError, corpus_id, resolve_config
+from qscaling.quant import quantize
+from qscaling.studies import ahmadian2023 as study
+from qscaling.studies import learning_curve_runs, plan_all
+
+
+@pytest.fixture(scope="module")
+def raw_config(repo_root):
+    return yaml.safe_load((repo_root / "config.yaml").read_text())
+
+
+@pytest.fixture(scope="module")
+def default_config(raw_config):
+    return resolve_config(raw_config)
+
+
+def test_grid_has_the_papers_one_factor_ablations(default_config):
+    variants = study.variants(default_config)
+    by_factor = {f: [v for v in variants if v.factor == f] for f in {v.factor for v in variants}}
+    assert [v.level for v in by_factor["weight_decay"]] == ["0.001", "0.01", "0.1"]
+    assert all(dict(v.recipe)["grad_clip"] is None for v in by_factor["weight_decay"])  # the paper's: no clipping
+    assert {(dict(v.recipe)["grad_clip"], dict(v.recipe)["weight_decay"]) for v in by_factor["grad_clip"]} \
+        == {(None, 0.001), (1.0, 0.001)}
+    assert {(v.level, v.group) for v in by_factor["precision"]} == {
+        ("bf16", "wd 0.1"), ("bf16", "wd 0.01"), ("fp16", "wd 0.1"), ("fp16", "wd 0.01")}
+    assert [v.size for v in by_factor["recipe"]] == default_config["studies"]["ahmadian2023"]["sizes"]
+    assert dict(by_factor["outlier_prone"][0].recipe) == {"weight_decay": 0.001, "grad_clip": None, "dropout": 0.0,
+                                                          "precision": "fp16"}
+
+
+def test_plan_reuses_the_shared_trunks_and_tracks_only_the_precision_runs(default_config):
+    planner, evaluations = plan_all(default_config, corpus_id(default_config))
+    labels = study.variant_labels(default_config, corpus_id(default_config))
+    recipe_runs = set(labels.loc[labels["factor"] == "recipe", "run"])
+    assert recipe_runs <= set(learning_curve_runs(default_config, planner))  # the final recipe costs nothing
+    runs = labels.set_index("variant")["run"]
+    assert runs["grad_clip · none"] == runs["weight_decay · 0.001"]  # one run serves both ablations
+    assert len(set(labels["run"])) == 17 and len(set(labels["run"]) - recipe_runs) == 14
+    tokens = {}
+    for evaluation in evaluations["ahmadian2023"]:
+        tokens.setdefault(evaluation.run, set()).add(evaluation.tokens)
+    for row in labels.itertuples():
+        expected = set(study.checkpoint_tokens(default_config)) if row.tracked else {600_000}
+        assert tokens[row.run] == expected
+    assert study.checkpoint_tokens(default_config) == [120_000, 319_800, 600_000]
+    bf16 = planner.runs[runs["precision · bf16 · wd 0.1"]].spec
+    assert bf16.training_precision["weights"] == "fp:e8m7:unscaled" and bf16.autocast is None
+    autocast = copy.deepcopy(default_config)
+    autocast["studies"]["ahmadian2023"]["precision_mode"] = "autocast"
+    labels = study.variant_labels(autocast, corpus_id(autocast))
+    planner, _ = plan_all(autocast, corpus_id(autocast))
+    fp16 = planner.runs[labels.set_index("variant")["run"]["precision · fp16 · wd 0.01"]].spec
+    assert fp16.autocast == "fp16" and fp16.training_precision is None and fp16.weight_decay == 0.01
+
+
+@pytest.mark.parametrize("precision, dtype", [("bf16", torch.bfloat16), ("fp16", torch.float16)])
+def test_precision_emulation_is_the_16_bit_cast(precision, dtype):
+    finfo = torch.finfo(dtype)
+    x = torch.cat([torch.randn(4096, generator=torch.Generator().manual_seed(0)) * 50,
+                   torch.tensor([finfo.tiny, finfo.tiny / 8, -finfo.max, finfo.max * 0.999, 0.0, -0.0, 1 / 3])])
+    assert torch.equal(quantize(x, study.EMULATED_FORMATS[precision]), x.to(dtype).float())
+
+
+def test_config_errors_name_the_key(raw_config):
+    bad = copy.deepcopy(raw_config)
+    bad["studies"]["ahmadian2023"]["precision_mode"] = "native"
+    with pytest.raises(ConfigError, match="studies.ahmadian2023.precision_mode"):
+        resolve_config(bad)
+    bad = copy.deepcopy(raw_config)
+    bad["studies"]["ahmadian2023"]["recipe"]["precision"] = "fp8"
+    with pytest.raises(ConfigError, match="studies.ahmadian2023.recipe.precision"):
+        resolve_config(bad)
+
+
+def test_weighted_slope_and_its_error():
+    slope, se = study.weighted_slope([0, 1, 2], [1.0, 3.0, 5.0], [0.5, 0.5, 0.5])
+    assert slope == pytest.approx(2.0) and se == pytest.approx(0.5 / np.sqrt(2))
+    # A noisier point counts less: the slope leans towards the two precise points.
+    assert study.weighted_slope([0, 1, 2], [0.0, 1.0, 10.0], [0.1, 0.1, 100.0])[0] == pytest.approx(1.0, abs=1e-3)
+
+
+def test_task_changes_are_paired_per_item():
+    base = {"a": {"correct": np.array([1, 1, 0, 1], dtype=np.int8)}, "b": {"correct": np.zeros(4, dtype=np.int8)}}
+    quantized = {"a": {"correct": np.array([1, 0, 0, 1], dtype=np.int8)}, "b": {"correct": np.array([0, 1, 0, 0])}}
+    changes = study.task_changes(base, quantized)
+    assert changes["acc_change"] == pytest.approx(100 * (-0.25 + 0.25) / 2)
+    assert changes["pct_change"] == pytest.approx(-100 / 3)  # task b has no base accuracy: no relative change
+    assert changes["pct_change_se"] == pytest.approx(100 * 0.5 / 2 / 0.75)
+
+
+def test_attach_labels_repeats_a_shared_run_under_each_variant():
+    rows = pd.DataFrame({"run": ["r", "r"], "milestone": [300, 600], "size": ["N50k", "N50k"]})
+    labels = [{"run": "r", "factor": "weight_decay", "level": "0.001", "size": "N50k"},
+              {"run": "r", "factor": "grad_clip", "level": "none", "size": "N50k"}]
+    table = study.attach_labels(rows, labels, 600)
+    assert len(table) == 4 and table["final"].tolist() == [False, False, True, True]
+    assert sorted(table["factor"].unique()) == ["grad_clip", "weight_decay"]
+
+
+def synthetic_table(sensitive: bool) -> pd.DataFrame:
+    """Final W8A8/W4 rows where degradation follows the paper (sensitive=True) or its opposite."""
+    sign = 1.0 if sensitive else -1.0
+    levels = [("weight_decay", "0.001", "", 3.0), ("weight_decay", "0.01", "", 2.0), ("weight_decay", "0.1", "", 1.0),
+              ("dropout", "0", "", 1.0), ("dropout", "0.4", "", 2.0), ("dropout", "0.8", "", 3.0),
+              ("grad_clip", "none", "", 3.0), ("grad_clip", "1", "", 1.0),
+              ("precision", "bf16", "wd 0.1", 1.0), ("precision", "fp16", "wd 0.1", 2.5)]
+    rows = []
+    for index, (factor, level, group, badness) in enumerate(levels):
+        delta = 1e-3 * (2 + sign * badness)
+        for method, scale in (("w8a8", 1.0), ("rtn", 20.0)):
+            rows.append({"run": f"run{index}", "factor": factor, "level": level, "group": group, "final": True,
+                         "method": method, "delta": delta * scale, "delta_se": 1e-5, "pct_change": -badness,
+                         "gain_std": badness, "rmse": badness + 0.1 * index, "outliers_llm_int8": 0})
+    rows.append({"run": "recipe", "factor": "recipe", "level": "final", "group": "", "final": True, "method": "none",
+                 "delta": 0.0, "delta_se": 0.0, "pct_change": 0.0, "gain_std": 1.0, "rmse": 1.0,
+                 "outliers_llm_int8": 0})
+    return pd.DataFrame(rows)
+
+
+def test_claims_follow_the_data(default_config):
+    verdicts = [row["verdict"] for row in study.claims(synthetic_table(True), {}, default_config)]
+    assert verdicts == ["reproduced"] * 8
+    opposite = [row["verdict"] for row in study.claims(synthetic_table(False), {}, default_config)]
+    assert opposite[:4] == ["not reproduced"] * 4 and opposite[6:] == ["not reproduced"] * 2
+    assert opposite[4] == "reproduced"  # W4 still costs more than W8A8 in the opposite world
+    empty = study.claims(synthetic_table(True).iloc[:0], {}, default_config)
+    assert all(row["verdict"] == "inconclusive" for row in empty)
+
+
+def test_released_opt_checkpoint_is_scored_with_its_own_tokenizer(tmp_path):
+    """Paper scale, offline: a local HF-format OPT directory stands in for facebook/opt-* at a revision."""
+    from transformers import OPTConfig, OPTForCausalLM, PreTrainedTokenizerFast
+
+    from qscaling.data.tokens import train_tokenizer
+    from qscaling.hub import import_revision
+    from qscaling.tasks import TASKS, build_tasks, held_out_documents
+    from test_tasks import synthetic_documents
+
+    documents = synthetic_documents(count=8)
+    corpus_tokenizer = train_tokenizer([" ".join(d) for d in documents], 300)
+    corpus_tokenizer.save(str(tmp_path / "tokenizer.json"))
+    opt_tokenizer = train_tokenizer([" ".join(d) for d in documents[::-1]], 280)  # a different vocabulary
+    revision = tmp_path / "opt-tiny" / "main"
+    PreTrainedTokenizerFast(tokenizer_object=opt_tokenizer, eos_token="<|endoftext|>").save_pretrained(revision)
+    torch.manual_seed(0)
+    OPTForCausalLM(OPTConfig(vocab_size=280, hidden_size=16, num_hidden_layers=2, ffn_dim=32, num_attention_heads=2,
+                             word_embed_proj_dim=16, max_position_embeddings=64)).save_pretrained(revision)
+    import_revision(str(tmp_path / "opt-tiny"), "main", tmp_path / "ckpt", run_id="hub-opt-tiny", tokens_seen=1000,
+                    size="opt-tiny")
+    eos = corpus_tokenizer.token_to_id("<|endoftext|>")
+    val = np.array([i for d in documents for i in (*corpus_tokenizer.encode(" ".join(d)).ids, eos)], dtype=np.uint16)
+    source = {"repo": str(tmp_path / "opt-tiny"), "revision": "main"}
+    tokenizer, held_out = study.task_tokenizer(tmp_path / "tokenizer.json", val, source)
+    assert held_out.max() < 280 and tokenizer.decode(held_out[:40].tolist()).split()[:2] == documents[0][:2]
+    build_tasks(held_out_documents(val, corpus_tokenizer, eos), tmp_path / "tasks", items=4, context_words=6,
+                continuation_words=2, seed=0)
+    rows, proxies, _ = study.score_checkpoint(
+        tmp_path / "ckpt", study.quantizations({"studies": {"ahmadian2023": {"w8a8_weights": "int8:channel",
+                                                                           "w4": "int4:channel"}}}),
+        held_out, tokenizer=tokenizer, tasks=TASKS, task_dir=tmp_path / "tasks", eval_tokens=600, proxy_windows=2)
+    assert rows["method"].tolist() == ["none", "w8a8", "rtn"] and (rows["D"] == 1000).all()
+    assert rows.loc[rows["method"] == "none", "delta"].item() == 0.0
+    assert proxies["gain_std"].notna().all() and len(proxies) == 2  # pre-norm OPT: LayerNorm gains exist
+
+
+@pytest.mark.slow
+def test_smoke_dag_builds_every_ahmadian_target(smoke_runs):
+    first, second = smoke_runs
+    names = [f"fig{n}.png" for n in (1, 2, 3, 4, 5, 10, 11)]
+    names += [f"{t}.{ext}" for t in ("table_ablations", "table4", "table5") for ext in ("csv", "png")]
+    for name in names:
+        assert (first / "figures" / "ahmadian2023" / name).stat().st_size > 0, name
+    for table in ("table_ablations", "table4", "table5"):
+        path = f"figures/ahmadian2023/{table}.csv"
+        assert (first / path).read_bytes() == (second / path).read_bytes(), path
+    claims = pd.read_csv(first / "results" / "claims.csv")
+    mine = claims[claims["study"] == "ahmadian2023"]
+    assert len(mine) == 8 and set(mine["verdict"]) <= {"reproduced", "not reproduced", "inconclusive"}
+    table = pd.read_parquet(first / "results" / "tables" / "ahmadian2023.parquet")
+    assert {"none", "w8a8", "rtn"} == set(table["method"]) and table["mean_acc"].between(0, 1).all()
+    tracked = table[table["factor"] == "precision"]
+    assert tracked["fraction"].nunique() == 2  # the precision runs are scored over training
