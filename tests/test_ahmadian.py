@@ -188,5 +188,4 @@ def test_smoke_dag_builds_every_ahmadian_target(smoke_runs):
     assert len(mine) == 8 and set(mine["verdict"]) <= {"reproduced", "not reproduced", "inconclusive"}
     table = pd.read_parquet(first / "results" / "tables" / "ahmadian2023.parquet")
     assert {"none", "w8a8", "rtn"} == set(table["method"]) and table["mean_acc"].between(0, 1).all()
-    tracked = table[table["factor"] == "precision"]
-    assert tracked["fraction"].nunique() == 2  # the precision runs are scored over training
+    assert table.loc[table["factor"] == "precision", "emulated"].all()  # CPU: bf16/fp16 are emulated

@@ -11,7 +11,7 @@ Per block:
 
 Outlier dimensions follow LLM.int8() (Dettmers et al. 2022, Sec. 3.2): a hidden dimension is an outlier when its
 magnitude exceeds a threshold on at least 6 % of the tokens in at least 25 % of the layers. The paper applies the
-6.0 threshold, a looser 4.2, and a z-score rule: per layer, |x − μ| > 4σ with μ, σ over all of that layer's values.
+6.0 threshold, a looser 4.2, and a z-score rule: per layer, |x − μ| > 4σ with μ, σ over all of the layer's values.
 """
 
 import pandas as pd

@@ -18,7 +18,8 @@ with job_context(snakemake) as extra_inputs:  # noqa: F821
     checkpoint = summary_path.parent / "checkpoints" / milestone_name(int(wildcards.tokens))
     if not checkpoint.is_dir():
         known = json.loads(summary_path.read_text())["checkpoints"]
-        raise ValueError(f"run {wildcards.run} has no checkpoint at {wildcards.tokens} tokens (has: {', '.join(known)})")
+        raise ValueError(f"run {wildcards.run} has no checkpoint at {wildcards.tokens} tokens "
+                         f"(has: {', '.join(known)})")
     extra_inputs[str(checkpoint)] = path_sha256(checkpoint)
     source = read_metadata(checkpoint).get("source")  # released checkpoints record their repo and revision
     tokenizer, held_out = task_tokenizer(inputs.tokenizer, load_tokens(inputs.val), source)
@@ -28,6 +29,7 @@ with job_context(snakemake) as extra_inputs:  # noqa: F821
         eval_tokens=params.eval_tokens, proxy_windows=params.proxy_windows, batch_size=params.batch_size,
         task_batch_size=params.task_batch_size, device=resolve_device(params.device),
     )
-    for frame, path in ((rows.assign(study=STUDY), snakemake.output.table), (proxies, snakemake.output.proxies),  # noqa: F821
-                        (values, snakemake.output.values)):  # noqa: F821
+    outputs = snakemake.output  # noqa: F821
+    frames = {outputs.table: rows.assign(study=STUDY), outputs.proxies: proxies, outputs.values: values}
+    for path, frame in frames.items():
         write_table(attach_labels(frame, params.labels, params.final_tokens), path)
