@@ -36,7 +36,16 @@ PAPER_TABLE4 = {"410M": (59.36, 58.85, 55.93), "6B": (72.67, 72.18, 66.74), "13B
 def _footer(fig, table: pd.DataFrame, extra: str = "") -> None:
     emulated = "; bf16/fp16 emulated on CPU (Linear inputs and weights rounded in the forward pass)" \
         if table["emulated"].any() else ""
+    fig.tight_layout()  # rotated tick labels stay inside the figure, so the footer below them never overlaps
     add_footer(fig, f"This run, one seed per recipe{emulated}. {extra}".strip())
+
+
+def _not_measured(what: str):
+    """A figure saying what this scale does not measure (released checkpoints have no training ablations)."""
+    fig, axes = new_figure()
+    axes[0][0].axis("off")
+    axes[0][0].text(0.5, 0.5, f"{what}: not measured at this scale", ha="center", va="center")
+    return fig
 
 
 def _final(table, method=None, factors=FACTORS):
@@ -71,6 +80,8 @@ def fig2(tables, fits):
     """% accuracy change (top) and loss δ (bottom) after W8A8 for weight decay, dropout and clipping."""
     rows = _final(tables["evals"], "w8a8", ("weight_decay", "dropout", "grad_clip"))
     factors = [f for f in ("weight_decay", "dropout", "grad_clip") if f in set(rows["factor"])]
+    if not factors:
+        return _not_measured("training-choice ablations")
     fig, axes = new_figure(len(factors), 2, width=3.0, height=2.6)
     for column, factor in enumerate(factors):
         subset = rows[rows["factor"] == factor]
@@ -87,6 +98,8 @@ def fig3(tables, fits):
     """bf16 vs fp16: % accuracy change and loss δ at the end of training, and loss δ over the checkpoints."""
     evals = tables["evals"]
     final = _final(evals, "w8a8", ["precision"])
+    if final.empty:
+        return _not_measured("bf16 vs fp16 training")
     fig, axes = new_figure(3, 1, width=3.0, height=2.8)
     _bars(axes[0][0], final, "pct_change", "pct_change_se", paper=True)
     _bars(axes[0][1], final, "delta", "delta_se")
@@ -105,13 +118,14 @@ def fig4(tables, fits):
     """Histograms of one block's QKV weights and norm gains, bf16 vs fp16 (first weight-decay group)."""
     values = tables["values"]
     rows = values[values["final"] & (values["factor"] == "precision")]
-    rows = rows[rows["group"] == sorted(rows["group"].unique())[0]] if len(rows) else rows
+    if rows.empty:
+        return _not_measured("bf16 vs fp16 weights")
+    rows = rows[rows["group"] == sorted(rows["group"].unique())[0]]
     fig, axes = new_figure(2, 1, width=3.5)
     for ax, kind, title in zip(axes[0], ("qkv_weight", "norm_gain"), ("QKV weights", "norm gains")):
         subset = rows[rows["kind"] == kind]
-        if len(subset):
-            sns.histplot(subset, x="value", hue="level", element="step", stat="density", common_norm=False, ax=ax)
-        ax.set(title=f"{title}, block {int(subset['block'].iloc[0]) if len(subset) else '–'}")
+        sns.histplot(subset, x="value", hue="level", element="step", stat="density", common_norm=False, ax=ax)
+        ax.set(title=f"{title}, block {int(rows['block'].iloc[0])}")
     _footer(fig, values)
     return fig
 
@@ -121,6 +135,7 @@ def _proxy_panels(rows, x, hue, kind):
     for ax, (proxy, title) in zip(axes[0], PROXIES.items()):
         if kind == "bar":
             sns.barplot(rows, y=x, x=proxy, hue=hue, ax=ax, legend=False, errorbar=None)
+            ax.tick_params(labelleft=proxy == "rmse")  # variant names once, on the first panel
         else:
             sns.lineplot(rows, x=x, y=proxy, hue=hue, marker="o", ax=ax, legend=proxy == "rmse")
         ax.set(title=title, xlabel="" if kind == "bar" else "block", ylabel="")
@@ -130,8 +145,11 @@ def _proxy_panels(rows, x, hue, kind):
 def fig5(tables, fits):
     """The four proxies (mean over blocks) per variant at the end of training."""
     proxies = tables["proxies"]
+    ablations = proxies[proxies["final"] & proxies["factor"].isin(FACTORS)]
+    if ablations.empty:
+        return _not_measured("proxies per training choice")
     rows = proxies[proxies["final"] & proxies["factor"].isin([*FACTORS, "outlier_prone"])]
-    rows = rows[rows["size"] == rows.loc[rows["factor"].isin(FACTORS), "size"].iloc[0]] if len(rows) else rows
+    rows = rows[rows["size"] == ablations["size"].iloc[0]]
     means = rows.groupby(["variant", "factor"], sort=False)[list(PROXIES)].mean().reset_index()
     fig = _proxy_panels(means, "variant", "factor", "bar")
     _footer(fig, rows)
@@ -157,6 +175,8 @@ def fig11(tables, fits):
 
 
 def _render(frame: pd.DataFrame, title: str, note: str):
+    if frame.empty:
+        return _not_measured(title)
     fig, axes = new_figure(width=8.0, height=0.2 * len(frame) + 0.8)
     ax = axes[0][0]
     ax.axis("off")
