@@ -80,6 +80,10 @@ def test_config_errors_name_the_key(raw_config):
     bad["studies"]["ahmadian2023"]["recipe"]["precision"] = "fp8"
     with pytest.raises(ConfigError, match="studies.ahmadian2023.recipe.precision"):
         resolve_config(bad)
+    config = resolve_config(raw_config)
+    config["studies"]["ahmadian2023"]["sizes"] = ["N25k", "N6B"]
+    with pytest.raises(ValueError, match=r"studies.ahmadian2023.sizes.1: size 'N6B' is not in ladder \(defined: N25k"):
+        study.variants(config)
 
 
 def test_weighted_slope_and_its_error():

@@ -3,8 +3,10 @@
 Grid: a base recipe (the paper's: weight decay 0.1, clipping 1.0, no dropout, bf16) and one-factor ablations from
 it — weight decay, dropout, gradient clipping, and bf16 vs fp16 at two weight decays — on one model size (the
 paper's 6B; here the ladder's middle size), plus the final recipe and an "outlier-prone" recipe (low weight decay,
-no clipping, fp16; standing in for OPT) across sizes. Every run is a WSD trunk checkpointed at ~20 %, ~53 % and
-100 % of its tokens (the paper's 15k/40k/75k of 75k steps); the precision ablation is scored at all three.
+no clipping, fp16; standing in for OPT) across sizes. Every run is a WSD trunk of the same length (the final recipe
+is the default training recipe, so the size axis reuses the shared trunks); the `tracked` factors (bf16 vs fp16)
+are also scored at ~20 % and ~53 % of training, the paper's 15k/40k of 75k steps. On CPU the recipe's "bf16" is
+fp32 by default (config `recipe.precision`); the bf16/fp16 comparison is its own ablation.
 
 Each checkpoint is scored unquantized, after W8A8 vector-wise PTQ (per-token INT8 activations × per-channel INT8
 weights, no calibration, no outlier decomposition) and after W4 weight-only per-channel RTN: held-out loss
@@ -33,7 +35,7 @@ PRECISIONS = ("fp32", "bf16", "fp16")
 # Forward-pass rounding that emulates each 16-bit format on CPU (bf16 = E8M7, fp16 = E5M10; unscaled casts,
 # bit-identical to torch's .to(dtype) for finite values in range).
 EMULATED_FORMATS = {"bf16": "fp:e8m7:unscaled", "fp16": "fp:e5m10:unscaled"}
-PRECISION_MODES = ("emulate", "autocast", "auto")
+
 
 @dataclass(frozen=True)
 class Variant:
@@ -65,6 +67,10 @@ def variants(config: dict) -> list[Variant]:
     """Every recipe of the grid (the same recipe may appear under several factors; the planner shares its run)."""
     study = config["studies"][STUDY]
     base, size, tracked = dict(study["recipe"]), study["size"], set(study["tracked"])
+    for where, name in (("size", size), *((f"sizes.{i}", s) for i, s in enumerate(study["sizes"]))):
+        if name not in config["ladder"]:
+            raise ValueError(f"config key studies.{STUDY}.{where}: size '{name}' is not in ladder "
+                             f"(defined: {', '.join(config['ladder'])})")
     out = []
     for factor, ablation in study["ablations"].items():
         crossed = list((ablation.get("across") or {}).items())
