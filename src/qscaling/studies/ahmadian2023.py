@@ -211,6 +211,11 @@ def _interval(estimate: float, se: float) -> tuple[float, float]:
     return estimate - 1.96 * se, estimate + 1.96 * se
 
 
+def _ci(low: float, high: float) -> str:
+    # One training seed per recipe: the interval covers evaluation noise, not seed-to-seed variation.
+    return f"[{low:.2e}, {high:.2e}] (evaluation noise, one seed)"
+
+
 def _percent_changes(rows: pd.DataFrame) -> str:
     return ", ".join(f"{r.level}{' ' + r.group if r.group else ''}: {r.pct_change:+.2f} %"
                      for r in rows.itertuples())
@@ -229,7 +234,7 @@ def _trend_claim(rows: pd.DataFrame, factor: str, text: str, *, log_x: bool, exp
     low, high = _interval(slope, se)
     per = "log10 " if log_x else ""
     return claim(STUDY, text, statistic=f"slope of W8A8 loss δ on {per}{factor} = {slope:.2e} nats; accuracy "
-                 f"change {_percent_changes(subset)}", ci=f"[{low:.2e}, {high:.2e}]",
+                 f"change {_percent_changes(subset)}", ci=_ci(low, high),
                  verdict=verdict_from_interval(low, high, expect))
 
 
@@ -245,7 +250,7 @@ def _difference_claim(rows: pd.DataFrame, factor: str, worse: str, better: str, 
     estimate, se = float(np.mean(differences)), math.sqrt(sum(variances)) / len(groups)
     low, high = _interval(estimate, se)
     return claim(STUDY, text, statistic=f"W8A8 loss δ({worse}) − δ({better}) = {estimate:.2e} nats; accuracy "
-                 f"change {_percent_changes(subset.reset_index())}", ci=f"[{low:.2e}, {high:.2e}]",
+                 f"change {_percent_changes(subset.reset_index())}", ci=_ci(low, high),
                  verdict=verdict_from_interval(low, high, "positive"))
 
 
@@ -313,9 +318,10 @@ def _w4_claim(final: pd.DataFrame) -> dict:
     differences = per_run["delta"]["rtn"] - per_run["delta"]["w8a8"]
     se = math.sqrt(float((per_run["delta_se"]["rtn"] ** 2 + per_run["delta_se"]["w8a8"] ** 2).sum())) / len(per_run)
     low, high = _interval(float(differences.mean()), se)
-    ratio = per_run["delta"]["rtn"].mean() / per_run["delta"]["w8a8"].mean()
+    means = per_run["delta"][["rtn", "w8a8"]].mean()
+    ratio = f" (W4/W8A8 = {means['rtn'] / means['w8a8']:.1f}×)" if (means > 0).all() else ""
     return claim(STUDY, text, statistic=f"mean loss δ W4 − W8A8 = {differences.mean():.2e} nats over {len(per_run)} "
-                 f"runs (W4/W8A8 = {ratio:.1f}×)", ci=f"[{low:.2e}, {high:.2e}]",
+                 f"runs{ratio}", ci=_ci(low, high),
                  verdict=verdict_from_interval(low, high, "positive"))
 
 
