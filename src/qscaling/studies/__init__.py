@@ -62,3 +62,27 @@ def plan_all(config: dict, data_id: str) -> tuple[Planner, dict[str, list[Evalua
 def learning_curve_runs(config: dict, planner: Planner) -> list[str]:
     return [planner.trunk(size, upto=config["learning_curves"]["total_tokens"])
             for size in config["learning_curves"]["sizes"]]
+
+
+def collect_claims(root, config: dict):
+    """Every study's claims checked against the tables and fits under `root/results` → the claims frame."""
+    import json
+    from pathlib import Path
+
+    import pandas as pd
+
+    from qscaling.laws import load_fit
+    from qscaling.studies.claims import claims_frame
+    from qscaling.studies.ouyang2024 import weight_change_claim
+
+    results, rows = Path(root) / "results", []
+
+    def read_fit(path):
+        return None if "error" in json.loads(path.read_text()) else load_fit(path)
+
+    for name, study in study_modules().items():
+        table = pd.read_parquet(results / "tables" / f"{name}.parquet")
+        fits = {fit: read_fit(results / "fits" / name / f"{fit}.json") for fit in study.fit_names(config)}
+        rows.extend(study.claims(table, fits, config))
+    rows.append(weight_change_claim(pd.read_parquet(results / "tables" / "ouyang2024_weight_changes.parquet")))
+    return claims_frame(rows, config["scale"])

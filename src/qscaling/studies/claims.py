@@ -52,6 +52,16 @@ def slope_claim(study: str, text: str, frame: pd.DataFrame, *, x: str, y: str, b
                  ci=f"[{low:.3f}, {high:.3f}]", verdict=verdict_from_interval(low, high, expect))
 
 
+def positive_parameter_claim(study: str, text: str, fit, name: str) -> dict:
+    """A fitted exponent has the paper's (positive) sign: decided by its bootstrap CI; a parameter pinned at its
+    bound is inconclusive whatever its CI, since the optimum lies outside the law's range."""
+    low, high = fit.ci[name]
+    at_bound = any(note.startswith(f"{name} = ") and "at its bound" in note for note in fit.notes)
+    verdict = "inconclusive" if at_bound else verdict_from_interval(low, high, "positive")
+    statistic = f"{name} = {fit.params[name]:.3f}, R² = {fit.r2:.2f}" + (" (at its bound)" if at_bound else "")
+    return claim(study, text, statistic=statistic, ci=f"[{low:.3f}, {high:.3f}]", verdict=verdict)
+
+
 def claims_frame(rows: list[dict], scale: str) -> pd.DataFrame:
     return pd.DataFrame([{**row, "scale": scale} for row in rows], columns=COLUMNS)
 

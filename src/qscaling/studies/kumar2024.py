@@ -10,7 +10,7 @@ import pandas as pd
 
 from qscaling.model import ModelShape
 from qscaling.studies import Evaluation, Quantization, try_fit
-from qscaling.studies.claims import claim, slope_claim
+from qscaling.studies.claims import claim, positive_parameter_claim, slope_claim
 
 STUDY = "kumar2024"
 
@@ -109,11 +109,9 @@ def claims(table: pd.DataFrame, fits: dict, config: dict) -> list[dict]:
         out.append(claim(STUDY, "GPTQ degrades less than AWQ and RTN (Figs. 2, 10, 11)",
                          statistic=", ".join(f"mean δ {m} {mean_delta[m]:.4f}" for m in ("gptq", "awq", "rtn")),
                          ci="INT3–4, all (N, D)", verdict="reproduced" if ordered else "not reproduced"))
-    if fits.get("ptq_gptq") is not None:
-        fitted = fits["ptq_gptq"]
+    fitted = fits.get("ptq_gptq")
+    if fitted is not None:
         for name, paper in (("gamma_D", 0.5068), ("gamma_N", 0.3439)):
-            low, high = fitted.ci[name]
-            out.append(claim(STUDY, f"Fitted {name} of δ_PTQ has the paper's sign (paper {paper})",
-                             statistic=f"{name} = {fitted.params[name]:.3f}", ci=f"[{low:.3f}, {high:.3f}]",
-                             verdict="reproduced" if low > 0 else ("not reproduced" if high < 0 else "inconclusive")))
+            out.append(positive_parameter_claim(STUDY, f"Fitted {name} of δ_PTQ has the paper's sign (paper {paper})",
+                                                fitted, name))
     return out

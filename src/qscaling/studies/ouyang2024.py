@@ -13,7 +13,7 @@ import torch
 from qscaling.laws import LAWS, fit
 from qscaling.plan import log_spaced_tokens
 from qscaling.studies import Evaluation, Quantization, try_fit
-from qscaling.studies.claims import claim, slope_claim
+from qscaling.studies.claims import positive_parameter_claim, slope_claim
 
 STUDY = "ouyang2024"
 ONE_FACTOR = {"qid_tokens": ("D", ["N", "bits"]), "qid_size": ("N", ["D", "bits"]), "qid_bits": ("P", ["N", "D"])}
@@ -120,11 +120,7 @@ def claims(table: pd.DataFrame, fits: dict, config: dict) -> list[dict]:
     qid = fits.get("qid")
     if qid is not None:
         for name, paper in (("beta", 0.5251), ("alpha", 0.2261), ("gamma", 5.4967)):
-            low, high = qid.ci[name]
-            verdict = "reproduced" if low > 0 else ("not reproduced" if high < 0 else "inconclusive")
-            out.append(claim(STUDY, f"Unified QiD law: {name} > 0 (paper {paper})",
-                             statistic=f"{name} = {qid.params[name]:.3f}, R² = {qid.r2:.2f}",
-                             ci=f"[{low:.3f}, {high:.3f}]", verdict=verdict))
+            out.append(positive_parameter_claim(STUDY, f"Unified QiD law: {name} > 0 (paper {paper})", qid, name))
     rows = gptq_rows(table)
     out.append(slope_claim(STUDY, "QiD grows with training tokens at fixed size and bits (Fig. 3)",
                            rows, x="D", y="delta", by=["N", "bits"], expect="positive"))
