@@ -6,7 +6,9 @@ import sys
 import pytest
 import yaml
 
-from qscaling.config import ConfigError, deep_merge, log_spaced_tokens, plan_runs, resolve_config, run_spec
+from qscaling.config import ConfigError, corpus_id, deep_merge, resolve_config
+from qscaling.plan import Planner, log_spaced_tokens
+from qscaling.studies import plan_all
 
 
 @pytest.fixture(scope="module")
@@ -18,7 +20,8 @@ def raw_config(repo_root):
 def test_committed_presets_are_valid(raw_config, scale):
     config = resolve_config({**raw_config, "scale": scale})
     assert config["scale"] == scale
-    assert plan_runs(config)
+    planner, evaluations = plan_all(config, corpus_id(config))
+    assert planner.runs and all(evaluations.values())
 
 
 MALFORMED = [
@@ -62,11 +65,14 @@ def test_malformed_config_stops_snakemake_before_any_job(repo_root, tmp_path):
 
 def test_runs_are_shared_and_identified_by_spec(raw_config):
     config = resolve_config({**raw_config, "scale": "smoke"})
-    a = run_spec(config, "N3k", 40960)
-    assert a.run_id == run_spec(config, "N3k", 40960).run_id
-    assert a.run_id != run_spec(config, "N3k", 40960, seed=1).run_id
-    assert a.run_id != run_spec(config, "N3k", 40960, weight_decay=0.01).run_id
+    planner = Planner(config, corpus_id(config))
+    a = planner.spec("N3k", 40960)
+    assert a.run_id == planner.spec("N3k", 40960).run_id
+    assert a.run_id != planner.spec("N3k", 40960, seed=1).run_id
+    assert a.run_id != planner.spec("N3k", 40960, weight_decay=0.01).run_id
     assert a.run_id.startswith("N3k-")
+    first = planner.cosine("N3k", 40960)
+    assert planner.cosine("N3k", 40960) == first and len(planner.runs) == 1
 
 
 def test_log_spaced_milestones():

@@ -17,10 +17,9 @@ def default_config(repo_root):
 
 def test_every_study_shares_one_trunk_per_size(default_config):
     planner, evaluations = plan_all(default_config, corpus_id(default_config))
-    trunks = {plan.spec.size: run for run, plan in planner.runs.items() if plan.spec.is_trunk}
-    assert set(trunks) == set(default_config["ladder"])
-    for evaluation in evaluations["ouyang2024"]:
-        assert evaluation.run == trunks[planner.runs[evaluation.run].spec.size]
+    default_recipe = {size: planner.trunk(size, upto=1) for size in default_config["ladder"]}
+    trunks = {planner.runs[e.run].spec.size: e.run for e in evaluations["ouyang2024"]}
+    assert trunks == default_recipe  # the learning curves, Ouyang and Kumar's branches: one trunk per size
     for evaluation in evaluations["kumar2024"]:
         spec = planner.runs[evaluation.run].spec
         if spec.cooldown:
