@@ -31,6 +31,24 @@ def repo_root() -> Path:
     return REPO_ROOT
 
 
+def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Bit-for-bit equality of two float32 tensors, NaN payloads aside."""
+    a, b = a.cpu(), b.cpu()
+    assert a.shape == b.shape and a.dtype == b.dtype
+    return bool(((a.view(torch.int32) == b.view(torch.int32)) | (torch.isnan(a) & torch.isnan(b))).all())
+
+
+def awkward_rows(rows: int, cols: int, seed: int, device: str = "cpu") -> torch.Tensor:
+    """Rows spanning 60 binades, an all-zero row, and NaN / ±Inf / float32 subnormals / ±0 in row 0."""
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.randn(rows, cols, generator=generator)
+    x = x * torch.exp2(torch.randint(-30, 30, (rows, 1), generator=generator).float())
+    x[0, :6] = torch.tensor([0.0, float("nan"), float("inf"), -float("inf"), 1e-45, -0.0])
+    x[1] = 0.0
+    x[2, :4] = torch.tensor([2.5, -3.5, 0.5, -0.5]) * x[2].abs().max() / 7  # near-ties of INT grids
+    return x.to(device)
+
+
 def markov_tokens(n_tokens: int, vocab_size: int, *, chain_seed: int = 0, path_seed: int = 0,
                   branching: int = 4) -> np.ndarray:
     """A sparse Markov chain: each token has `branching` likely successors, so a model can learn it.

@@ -11,6 +11,7 @@ if importlib.util.find_spec("triton") is None:
 import triton.language as tl  # noqa: E402
 from triton.runtime.interpreter import InterpretedFunction  # noqa: E402
 
+from conftest import awkward_rows, same_bits  # noqa: E402
 from qscaling.kernels import fake_quant  # noqa: E402
 from qscaling.quant import parse_spec, quantize_reference  # noqa: E402
 
@@ -19,21 +20,6 @@ assert torch.cuda.is_available() or isinstance(tl.standard.max, InterpretedFunct
     "triton was imported before TRITON_INTERPRET=1 was set"
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def same_bits(a, b):
-    a, b = a.cpu(), b.cpu()
-    return bool(((a.view(torch.int32) == b.view(torch.int32)) | (torch.isnan(a) & torch.isnan(b))).all())
-
-
-def awkward_rows(rows, cols, seed):
-    generator = torch.Generator().manual_seed(seed)
-    x = torch.randn(rows, cols, generator=generator)
-    x = x * torch.exp2(torch.randint(-30, 30, (rows, 1), generator=generator).float())
-    x[0, :6] = torch.tensor([0.0, float("nan"), float("inf"), -float("inf"), 1e-45, -0.0])
-    x[1] = 0.0
-    x[2, :4] = torch.tensor([2.5, -3.5, 0.5, -0.5]) * x[2].abs().max() / 7
-    return x.to(DEVICE)
 
 
 SPECS = [
@@ -55,7 +41,7 @@ SPECS = [
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the interpreter's numpy warns on Inf/NaN lanes
 @pytest.mark.parametrize("text", SPECS)
 def test_fused_kernel_matches_reference(text):
-    x = awkward_rows(6, 64, seed=len(text))
+    x = awkward_rows(6, 64, seed=len(text), device=DEVICE)
     spec = parse_spec(text)
     assert same_bits(fake_quant.quantize_triton(x, spec), quantize_reference(x, spec))
 
@@ -64,7 +50,7 @@ def test_fused_kernel_matches_reference(text):
 @pytest.mark.parametrize("text", ["int4:channel:asym", "fp:e4m3:channel:stochastic"])
 def test_rows_longer_than_a_tile_take_reference_scales(text, monkeypatch):
     monkeypatch.setattr(fake_quant, "MAX_FUSED_GROUP", 16)
-    x = awkward_rows(4, 48, seed=7)
+    x = awkward_rows(4, 48, seed=7, device=DEVICE)
     spec = parse_spec(text)
     assert same_bits(fake_quant.quantize_triton(x, spec), quantize_reference(x, spec))
 

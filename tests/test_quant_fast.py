@@ -3,24 +3,9 @@
 import pytest
 import torch
 
+from conftest import awkward_rows, same_bits
 from qscaling.quant import dispatch, parse_spec, quantize, quantize_reference
 from qscaling.quant.fast import quantize_fast, supports
-
-
-def same_bits(a, b):
-    assert a.shape == b.shape and a.dtype == b.dtype
-    return bool(((a.view(torch.int32) == b.view(torch.int32)) | (torch.isnan(a) & torch.isnan(b))).all())
-
-
-def awkward_rows(rows, cols, seed):
-    """Rows spanning 60 binades, an all-zero row, and NaN / ±Inf / float32 subnormals / ±0 in row 0."""
-    generator = torch.Generator().manual_seed(seed)
-    x = torch.randn(rows, cols, generator=generator)
-    x = x * torch.exp2(torch.randint(-30, 30, (rows, 1), generator=generator).float())
-    x[0, :6] = torch.tensor([0.0, float("nan"), float("inf"), -float("inf"), 1e-45, -0.0])
-    x[1] = 0.0
-    x[2, :4] = torch.tensor([2.5, -3.5, 0.5, -0.5]) * x[2].abs().max() / 7  # near-ties of INT grids
-    return x
 
 
 SPECS = [

@@ -6,12 +6,23 @@ only the chosen one is imported. `qscaling bench WHAT --help` lists its options.
 
 import argparse
 import importlib
+import time
 
 BENCHMARKS = {
     "train": "our training step vs a plain LlamaForCausalLM + AdamW loop",
     "quant": "fake-quantization throughput vs copy_ bandwidth and other implementations",
     "fit": "scaling-law fit with a start grid and bootstrap",
 }
+
+
+def best_seconds(call, repeats: int) -> float:
+    """The fastest of `repeats` timed calls (the least disturbed by whatever else runs on the machine)."""
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        call()
+        best = min(best, time.perf_counter() - start)
+    return best
 
 
 def add_arguments(parser) -> None:

@@ -4,23 +4,14 @@ Times `gptq_quantize_weight` alone (Hessian given), the part that scales as colu
 same weight is printed alongside as the baseline ratio.
 """
 
-import time
-
 import torch
 
+from qscaling.bench import best_seconds
 from qscaling.quant import quantize
 from qscaling.quant.gptq import HessianAccumulator, gptq_quantize_weight
 
 DEFAULT_SIZES = (512, 2048)
 
-
-def _best_seconds(function, repeats: int) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        started = time.perf_counter()
-        function()
-        best = min(best, time.perf_counter() - started)
-    return best
 
 
 def bench_gptq(sizes=DEFAULT_SIZES, spec: str = "int4:g128", tokens: int = 4096, repeats: int = 2, seed: int = 0):
@@ -31,8 +22,8 @@ def bench_gptq(sizes=DEFAULT_SIZES, spec: str = "int4:g128", tokens: int = 4096,
         weight = torch.randn(size, size, generator=generator) / size**0.5
         accumulator = HessianAccumulator(size)
         accumulator.add(torch.randn(tokens, size, generator=generator))
-        gptq_seconds = _best_seconds(lambda: gptq_quantize_weight(weight, accumulator.hessian, spec), repeats)
-        rtn_seconds = _best_seconds(lambda: quantize(weight, spec), repeats)
+        gptq_seconds = best_seconds(lambda: gptq_quantize_weight(weight, accumulator.hessian, spec), repeats)
+        rtn_seconds = best_seconds(lambda: quantize(weight, spec), repeats)
         rows.append(
             {"layer": f"{size}x{size}", "spec": spec, "gptq_s": gptq_seconds, "rtn_s": rtn_seconds,
              "gptq_over_rtn": gptq_seconds / rtn_seconds}

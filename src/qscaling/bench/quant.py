@@ -15,6 +15,7 @@ import time
 
 import torch
 
+from qscaling.bench import best_seconds
 from qscaling.quant import parse_spec, quantize, quantize_reference
 from qscaling.quant.fast import quantize_fast
 
@@ -29,21 +30,13 @@ def add_arguments(parser) -> None:
     parser.add_argument("--skip-gptq", action="store_true", help="leave out GPTQ seconds per layer (512², 2048²)")
 
 
-def _best_seconds(call, repeats: int) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        call()
-        best = min(best, time.perf_counter() - start)
-    return best
-
 
 def _best_seconds_against(call, baseline, repeats: int) -> tuple[float, float]:
     """Best times of `call` and `baseline`, alternated so both see the same load on a shared machine."""
     best_call = best_baseline = float("inf")
     for _ in range(repeats):
-        best_call = min(best_call, _best_seconds(call, 1))
-        best_baseline = min(best_baseline, _best_seconds(baseline, 1))
+        best_call = min(best_call, best_seconds(call, 1))
+        best_baseline = min(best_baseline, best_seconds(baseline, 1))
     return best_call, best_baseline
 
 
@@ -94,8 +87,8 @@ def run(args) -> int:
     x = torch.randn(args.rows, args.cols, generator=generator)
     out = torch.empty_like(x)
     gigabytes = x.numel() * x.element_size() / 1e9
-    copy_rate = gigabytes / _best_seconds(lambda: out.copy_(x), args.repeats)
-    clone_rate = gigabytes / _best_seconds(lambda: x.clone(), args.repeats)
+    copy_rate = gigabytes / best_seconds(lambda: out.copy_(x), args.repeats)
+    clone_rate = gigabytes / best_seconds(lambda: x.clone(), args.repeats)
     print(f"tensor {args.rows}x{args.cols} float32, {torch.get_num_threads()} threads, "
           f"THP_MEM_ALLOC_ENABLE={os.environ.get('THP_MEM_ALLOC_ENABLE', 'unset')}")
     print(f"{'spec':<13} {'implementation':<48} {'GB/s':>7} {'x copy_':>8}")
