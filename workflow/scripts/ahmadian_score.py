@@ -22,7 +22,9 @@ with job_context(snakemake) as extra_inputs:  # noqa: F821
                          f"(has: {', '.join(known)})")
     extra_inputs[str(checkpoint)] = path_sha256(checkpoint)
     source = read_metadata(checkpoint).get("source")  # released checkpoints record their repo and revision
-    tokenizer, held_out = task_tokenizer(inputs.tokenizer, load_tokens(inputs.val), source)
+    # A released model re-encodes the held-out text; twice the scored tokens leaves room for a longer tokenization.
+    tokenizer, held_out = task_tokenizer(inputs.tokenizer, load_tokens(inputs.val), source,
+                                         keep_tokens=2 * params.eval_tokens)
     rows, proxies, values = score_checkpoint(
         checkpoint, [Quantization(**q) for q in params.quantizations], held_out, tokenizer=tokenizer,
         tasks=params.tasks, task_dir=Path(inputs.tasks[0]).parent if source is None else None,

@@ -353,12 +353,13 @@ TOKENIZER_PATTERNS = ["tokenizer.json", "tokenizer_config.json", "special_tokens
                       "merges.txt"]
 
 
-def task_tokenizer(tokenizer_file, held_out: np.ndarray, source: dict | None):
+def task_tokenizer(tokenizer_file, held_out: np.ndarray, source: dict | None, *, keep_tokens: int | None = None):
     """(transformers tokenizer, held-out token ids) in the vocabulary of the model being scored.
 
     Our runs (`source` None) use the corpus tokenizer and shard as they are. A released checkpoint (`source` =
     {"repo", "revision"}) brings its own tokenizer, fetched at the same revision (a local directory with one
-    subdirectory per revision stands in for the hub); the held-out text is decoded and re-encoded with it.
+    subdirectory per revision stands in for the hub); the first `keep_tokens` held-out tokens (all if None) are
+    decoded and re-encoded with it.
     """
     from pathlib import Path
 
@@ -378,7 +379,7 @@ def task_tokenizer(tokenizer_file, held_out: np.ndarray, source: dict | None):
 
         path = snapshot_download(source["repo"], revision=source["revision"], allow_patterns=TOKENIZER_PATTERNS)
     tokenizer = AutoTokenizer.from_pretrained(path)
-    text = corpus_tokenizer.decode(np.asarray(held_out).tolist())
+    text = corpus_tokenizer.decode(np.asarray(held_out[:keep_tokens]).tolist())
     return tokenizer, np.asarray(tokenizer(text, add_special_tokens=False)["input_ids"], dtype=np.int64)
 
 
