@@ -100,6 +100,9 @@ def cloze_items(documents, *, items: int, context_words: int, continuation_words
         truth = words[i]
         if not _is_word(truth):
             continue
+        same_case = {w for w in vocabulary if w != truth and w[0].isupper() == truth[0].isupper()}
+        if len(same_case) < CHOICES - 1:
+            continue  # too few distractors of this capitalisation: the draw below would never finish
         candidates = [truth]
         while len(candidates) < CHOICES:
             word = vocabulary[rng.integers(len(vocabulary))]
