@@ -49,6 +49,13 @@ def test_items_have_the_promised_structure():
         assert any(full in " ".join(document) for document in documents)
 
 
+def test_items_are_skipped_when_no_distractors_exist():
+    documents = synthetic_documents()  # "Ahab" is the only capitalised word: it can never be a cloze answer
+    items = cloze_items(documents, items=200, context_words=10, continuation_words=4, seed=0)
+    assert len(items) == 200 and all(c.split()[-1] != "Ahab" for item in items for c in item["contexts"])
+    assert continuation_items(documents[:1], items=5, context_words=10, continuation_words=4, seed=0) == []
+
+
 def test_build_tasks_is_deterministic_and_checks_its_inputs(tmp_path):
     documents = synthetic_documents()
     counts = build_tasks(documents, tmp_path / "a", items=8, context_words=10, continuation_words=4, seed=3)

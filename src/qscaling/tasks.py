@@ -71,8 +71,11 @@ def continuation_items(documents, *, items: int, context_words: int, continuatio
     """HellaSwag-like items: the true continuation of a passage among 4, the others spans from other documents."""
     rng = np.random.default_rng([seed, 1])
     positions = _positions(documents, context_words, continuation_words, rng)
+    per_document = np.bincount([d for d, _ in positions], minlength=len(documents))
     chosen = []
     for d, i in positions:
+        if len(positions) - per_document[d] < CHOICES - 1:  # too little text elsewhere to draw distractors from
+            continue
         words = documents[d]
         truth = " ".join(words[i : i + continuation_words])
         candidates = [truth]
