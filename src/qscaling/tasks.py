@@ -13,7 +13,7 @@ request building, batching and scoring, not a re-implementation:
   qscaling_cloze         WinoGrande-style cloze: a word is blanked mid-passage and each of 4 candidate words is put
                          in its place; the choice is the one under which the rest of the passage is most likely.
 
-At paper scale the real tasks are used by name (`paper_tasks`), from lm-evaluation-harness's own task index.
+At paper scale the real tasks are used by name (config `hub_tasks`), from lm-evaluation-harness's own task index.
 """
 
 import json
