@@ -25,7 +25,7 @@ def test_smoke_run_builds_every_study_figure_and_the_claims(smoke_runs):
                    "ouyang2024/table1", "sun2025/fig5", "chen2025/fig1"):
         assert (first / "figures" / f"{target}.png").stat().st_size > 5_000, target
     claims = pd.read_csv(first / "results" / "claims.csv")
-    assert set(claims["study"]) == {"kumar2024", "ouyang2024"}
+    assert set(claims["study"]) == {"kumar2024", "ouyang2024", "ahmadian2023"}
     assert set(claims["verdict"]) <= {"reproduced", "not reproduced", "inconclusive"}
     assert (claims["scale"] == "smoke").all()
     kumar = pd.read_parquet(first / "results" / "tables" / "kumar2024.parquet")
