@@ -13,8 +13,8 @@ import yaml
 from safetensors.torch import load_file
 
 import qscaling.train as train_module
-from qscaling.model import ModelShape
-from qscaling.train import NonFiniteLoss, RunSpec, lr_at, milestone_name, train
+from qscaling.model import ModelShape, build_model
+from qscaling.train import NonFiniteLoss, RunSpec, compute_loss, lr_at, milestone_name, train
 
 SHAPE = ModelShape(d_model=32, n_layers=2, n_heads=2, d_ff=64, vocab_size=64, seq_len=32)
 
@@ -167,3 +167,21 @@ def test_a_milestone_asked_for_after_the_run_retrains_it_identically(tmp_path, t
     assert sorted(summary["checkpoints"]) == ["2560", "5120"]
     assert (tmp_path / "checkpoints" / milestone_name(2560) / "model.safetensors").is_file()
     assert_same_weights(first, weights(tmp_path / "checkpoints" / milestone_name(5120)))
+
+
+@pytest.mark.parametrize("chunk", [7, 512, 10_000])
+def test_chunked_head_loss_matches_materialised_logits(chunk):
+    """The chunked loss and its gradients equal cross-entropy over the full logits, whatever the chunking."""
+    torch.manual_seed(0)
+    model = build_model(SHAPE, seed=3)
+    batch = torch.randint(0, SHAPE.vocab_size, (5, SHAPE.seq_len + 1))
+    loss = compute_loss(model, batch, chunk=chunk)
+    loss.backward()
+    chunked = {name: p.grad.clone() for name, p in model.named_parameters()}
+    model.zero_grad()
+    logits = model(input_ids=batch[:, :-1]).logits
+    reference = torch.nn.functional.cross_entropy(logits.reshape(-1, SHAPE.vocab_size), batch[:, 1:].reshape(-1))
+    reference.backward()
+    torch.testing.assert_close(loss, reference, rtol=1e-6, atol=1e-6)
+    for name, p in model.named_parameters():
+        torch.testing.assert_close(chunked[name], p.grad, rtol=1e-4, atol=1e-7, msg=name)
