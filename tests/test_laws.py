@@ -1,5 +1,6 @@
 """Scaling laws: the papers' derived numbers from their constants, and the fitter on synthetic and real data."""
 
+import json
 import math
 from pathlib import Path
 
@@ -171,6 +172,9 @@ def test_fit_is_independent_of_worker_count_and_round_trips_json(tmp_path):
     assert serial.heldout_by_group == parallel.heldout_by_group
     loaded = load_fit(serial.to_json(tmp_path / "fit.json"))
     assert loaded.to_dict() == serial.to_dict()
+    written = json.loads((tmp_path / "fit.json").read_text())
+    assert written["paper"]["W4A4"]["params"] == dict(law.paper_params["W4A4"])
+    assert set(written["paper"]) == set(law.paper_params) and set(written["paper"]["W4A4"]["params"]) == set(serial.params)
     np.testing.assert_array_equal(loaded.predict(table), serial.predict(table))
     assert set(serial.heldout_by_group) == {f"{n:g}" for n in table.N.unique()}
     assert 0 < serial.heldout_relative_error < 0.05 and serial.r2 > 0.99

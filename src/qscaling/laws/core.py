@@ -325,6 +325,9 @@ class Fit:
             "seed": self.seed,
             "objective": self.objective,
             "notes": self.notes,
+            # The papers' own constants for this law, so a fit file can be read against them on its own.
+            "paper": {variant: {"source": values.source, "params": dict(values)}
+                      for variant, values in self.law.paper_params.items()},
         }
 
     def to_json(self, path: str | os.PathLike) -> Path:
