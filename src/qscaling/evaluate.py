@@ -19,6 +19,11 @@ from qscaling.checkpoint import load_checkpoint
 from qscaling.data import load_tokens
 
 
+def standard_error(values: torch.Tensor) -> float:
+    """Standard error of the mean of `values`; NaN for fewer than two, where it is undefined."""
+    return float(values.std() / math.sqrt(len(values))) if len(values) > 1 else float("nan")
+
+
 @torch.no_grad()
 def evaluate_loss(model, tokens: np.ndarray, *, seq_len: int, batch_size: int = 16, max_tokens: int | None = None,
                   progress: bool = False) -> dict:
@@ -48,7 +53,7 @@ def evaluate_loss(model, tokens: np.ndarray, *, seq_len: int, batch_size: int = 
     losses = torch.cat(window_losses).double()
     return {
         "loss": float(losses.mean()),
-        "loss_se": float(losses.std() / math.sqrt(len(losses))) if len(losses) > 1 else float("nan"),
+        "loss_se": standard_error(losses),
         "tokens": int(n_windows * seq_len),
         "per_window": losses,
     }

@@ -398,16 +398,14 @@ def score_checkpoint(checkpoint, quantizations, held_out: np.ndarray, *, tokeniz
 
     from qscaling.checkpoint import load_checkpoint
     from qscaling.evaluate import evaluate_loss
-    from qscaling.model import count_non_embedding_params
     from qscaling.outliers import block_proxies, block_values, outlier_counts, qkv_inputs
     from qscaling.quant.ptq import quantize_model
-    from qscaling.studies.ptq import spec_bits
+    from qscaling.studies.ptq import checkpoint_columns, paired_loss, spec_bits
     from qscaling.tasks import run_tasks
 
     model, metadata = load_checkpoint(checkpoint)
     model.to(device)
     seq_len = model.config.max_position_embeddings
-    spec = metadata.get("spec", {})
     windows_available = len(held_out) // (seq_len + 1)
     if windows_available < proxy_windows:
         raise ValueError(f"proxy_windows: {proxy_windows} windows of {seq_len + 1} tokens requested, the held-out "
@@ -418,8 +416,7 @@ def score_checkpoint(checkpoint, quantizations, held_out: np.ndarray, *, tokeniz
     summary = {**{name: float(proxies[name].mean()) for name in ("rmse", "act_std", "gain_std", "spectral_norm")},
                **{f"outliers_{rule}": count for rule, count in outlier_counts(inputs).items()}}
     values = block_values(model, len(inputs) // 2)
-    base_row = {"run": metadata.get("run_id"), "size": spec.get("size"), "N": count_non_embedding_params(model),
-                "D": metadata.get("tokens_seen"), "milestone": metadata.get("milestone_tokens"), **summary}
+    base_row = {**checkpoint_columns(model, metadata), **summary}
 
     def score(candidate):
         loss = evaluate_loss(candidate, held_out, seq_len=seq_len, batch_size=batch_size, max_tokens=eval_tokens)
@@ -437,14 +434,10 @@ def score_checkpoint(checkpoint, quantizations, held_out: np.ndarray, *, tokeniz
             quantize_model(quantized, quantization.method, quantization.spec)
             loss, accuracy = score(quantized)
             del quantized
-        difference = loss["per_window"] - base_loss["per_window"]
         rows.append({
             **base_row, "method": quantization.method, "spec": quantization.spec,
             "bits": 16 if quantization.method == "none" else spec_bits(quantization.spec),
-            "loss": loss["loss"], "loss_se": loss["loss_se"], "base_loss": base_loss["loss"],
-            "delta": loss["loss"] - base_loss["loss"],
-            "delta_se": float(difference.std() / math.sqrt(len(difference))) if len(difference) > 1 else 0.0,
-            "eval_tokens": loss["tokens"],
+            **paired_loss(loss, base_loss),
             **{f"acc_{task.removeprefix('qscaling_')}": result["acc"] for task, result in accuracy.items()},
             "mean_acc": float(np.mean([result["acc"] for result in accuracy.values()])),
             "base_mean_acc": float(np.mean([result["acc"] for result in base_accuracy.values()])),

@@ -7,16 +7,30 @@ alongside and `delta_se` from the per-window paired differences.
 
 import copy
 import logging
-import math
 import time
 
 import pandas as pd
 
 from qscaling.checkpoint import load_checkpoint
-from qscaling.evaluate import evaluate_loss
+from qscaling.evaluate import evaluate_loss, standard_error
 from qscaling.model import count_non_embedding_params
 from qscaling.quant.ptq import quantize_model, sample_calibration
 from qscaling.quant.spec import parse_spec
+
+
+def checkpoint_columns(model, metadata: dict) -> dict:
+    """The columns that say which checkpoint a row scores: run, size, N (non-embedding), D, milestone."""
+    spec = metadata.get("spec", {})
+    return {"run": metadata.get("run_id"), "size": spec.get("size"), "N": count_non_embedding_params(model),
+            "D": metadata.get("tokens_seen"), "milestone": metadata.get("milestone_tokens")}
+
+
+def paired_loss(result: dict, base: dict) -> dict:
+    """Loss columns of a model scored on the same windows as `base` (both `evaluate_loss` results): δ = loss −
+    base loss, with the standard error of the per-window differences."""
+    return {"loss": result["loss"], "loss_se": result["loss_se"], "base_loss": base["loss"],
+            "delta": result["loss"] - base["loss"],
+            "delta_se": standard_error(result["per_window"] - base["per_window"]), "eval_tokens": result["tokens"]}
 
 
 def spec_bits(spec: str) -> int:
@@ -31,11 +45,8 @@ def score_checkpoint(checkpoint, quantizations, held_out: dict, calibration_toke
     model.to(device)
     seq_len = model.config.max_position_embeddings
     spec = metadata.get("spec", {})
-    base_row = {
-        "run": metadata.get("run_id"), "size": spec.get("size"), "N": count_non_embedding_params(model),
-        "D": metadata.get("tokens_seen"), "milestone": metadata.get("milestone_tokens"),
-        "schedule": spec.get("schedule"), "cooldown": spec.get("cooldown") is not None,
-    }
+    base_row = {**checkpoint_columns(model, metadata), "schedule": spec.get("schedule"),
+                "cooldown": spec.get("cooldown") is not None}
 
     def score(candidate, split):
         return evaluate_loss(candidate, held_out[split], seq_len=seq_len, batch_size=batch_size, max_tokens=eval_tokens)
@@ -55,13 +66,8 @@ def score_checkpoint(checkpoint, quantizations, held_out: dict, calibration_toke
         # Timings go to the log, not the table: tables must be byte-identical across reruns.
         logging.getLogger(__name__).info("%s: %.2f s", quantization.label, time.perf_counter() - started)
         for split in quantization.splits:
-            result, base = score(quantized, split), baseline[split]
-            difference = result["per_window"] - base["per_window"]
-            rows.append({
-                **base_row, "method": quantization.method, "spec": quantization.spec,
-                "bits": spec_bits(quantization.spec), "split": split, "loss": result["loss"],
-                "loss_se": result["loss_se"], "base_loss": base["loss"], "delta": result["loss"] - base["loss"],
-                "delta_se": float(difference.std() / math.sqrt(len(difference))), "eval_tokens": result["tokens"],
-            })
+            rows.append({**base_row, "method": quantization.method, "spec": quantization.spec,
+                         "bits": spec_bits(quantization.spec), "split": split,
+                         **paired_loss(score(quantized, split), baseline[split])})
         del quantized
     return pd.DataFrame(rows)
