@@ -33,8 +33,9 @@ $(STAMP): pyproject.toml requirements.lock
 	$(BIN)/pip install --quiet --disable-pip-version-check $(TORCH_REQ) -c requirements.lock -e '.[test,triton]'
 	touch $@
 
+# `qscaling run` is snakemake that resumes by itself after a crash (a stale lock is cleared when no run is live).
 figures: $(STAMP)
-	$(BIN)/snakemake --cores $(CORES) --config scale=$(SCALE)
+	$(BIN)/qscaling run --cores $(CORES) --config scale=$(SCALE)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

@@ -1,8 +1,12 @@
 """Shared fixtures: the repository root and a small learnable token stream."""
 
 import os
+import re
+import signal
 import subprocess
 import sys
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -74,20 +78,83 @@ def token_files(tmp_path_factory) -> dict:
     return paths
 
 
-def run_snakemake(workdir: Path, *args: str, scale: str = "smoke", timeout: int = 900) -> subprocess.CompletedProcess:
-    """The real Snakefile, run with `workdir` as its working directory."""
+def run_snakemake(workdir: Path, *args: str, scale: str = "smoke", timeout: int = 900,
+                  env: dict | None = None) -> subprocess.CompletedProcess:
+    """The real Snakefile, run with `workdir` as its working directory (`env`: extra environment variables)."""
     command = [sys.executable, "-m", "snakemake", "-s", str(REPO_ROOT / "Snakefile"), "--directory", str(workdir),
                "--cores", "2", "--config", f"scale={scale}", *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
+
+
+def qscaling_run_command(workdir: Path, scale: str = "smoke") -> list[str]:
+    """`qscaling run` (what `make figures` calls) on the smoke target in `workdir`."""
+    return [sys.executable, "-m", "qscaling.cli", "run", "--directory", str(workdir), "--cores", "2",
+            "--config", f"scale={scale}"]
+
+
+@dataclass
+class InterruptedRun:
+    workdir: Path
+    killed_at: str  # Snakemake's progress line when the run was killed
+    lock_left: bool  # the killed run left its lock behind
+    resume: subprocess.CompletedProcess
+
+
+def kill_when_done(command: list[str], log: Path, fraction: float, timeout: float = 900) -> str:
+    """Start `command` in a session of its own; SIGKILL all of it (every job too, as a crash would) once
+    Snakemake reports `fraction` of its steps done. Returns that progress line."""
+    with open(log, "w") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline and process.poll() is None:
+            done = PROGRESS.findall(log.read_text())
+            if done and int(done[-1][0]) >= fraction * int(done[-1][1]):
+                return " ".join(done[-1][:2]) + " steps done"
+            time.sleep(0.5)
+        raise AssertionError(f"the run ended or timed out before {fraction:.0%} of it was done:\n"
+                             + log.read_text()[-2000:])
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+PROGRESS = re.compile(r"(\d+) of (\d+) steps \(\d+%\) done")
 
 
 @pytest.fixture(scope="session")
-def smoke_runs(tmp_path_factory) -> list[Path]:
-    """Two independent, complete smoke runs of the default target (shared by every end-to-end test)."""
-    runs = []
-    for name in ("smoke_first", "smoke_second"):
-        workdir = tmp_path_factory.mktemp(name)
-        result = run_snakemake(workdir)
-        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
-        runs.append(workdir)
-    return runs
+def interrupted_smoke_run(tmp_path_factory) -> InterruptedRun:
+    """A smoke run of the default target killed (SIGKILL, jobs included) a quarter of the way through, then
+    finished by `qscaling run`."""
+    workdir = tmp_path_factory.mktemp("smoke_interrupted")
+    killed_at = kill_when_done(qscaling_run_command(workdir), workdir.parent / "smoke_interrupted.log", 0.25)
+    locks = workdir / ".snakemake" / "locks"
+    lock_left = locks.is_dir() and any(locks.iterdir())
+    resume = subprocess.run(qscaling_run_command(workdir), capture_output=True, text=True, timeout=900)
+    assert resume.returncode == 0, resume.stdout[-2000:] + resume.stderr[-3000:]
+    return InterruptedRun(workdir, killed_at, lock_left, resume)
+
+
+@pytest.fixture(scope="session")
+def smoke_runs(tmp_path_factory, interrupted_smoke_run) -> list[Path]:
+    """Two complete smoke runs of the default target (shared by every end-to-end test): one straight through,
+    one killed a quarter of the way and resumed. Being identical, they show both reruns and resumes give the
+    same bytes."""
+    workdir = tmp_path_factory.mktemp("smoke_first")
+    result = run_snakemake(workdir)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    return [workdir, interrupted_smoke_run.workdir]
+
+
+# torch's non-vectorised kernels: another CPU code path on this machine, a stand-in for another machine.
+ALTERNATE_CPU = {"ATEN_CPU_CAPABILITY": "default"}
+
+
+@pytest.fixture(scope="session")
+def alternate_cpu_smoke_run(tmp_path_factory) -> Path:
+    """A complete smoke run under another CPU code path (ALTERNATE_CPU)."""
+    workdir = tmp_path_factory.mktemp("smoke_alternate_cpu")
+    result = run_snakemake(workdir, env=ALTERNATE_CPU)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    return workdir

@@ -10,6 +10,7 @@ import json
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -18,8 +19,10 @@ from PIL import Image
 
 from conftest import REPO_ROOT
 from qscaling.cli import main
-from qscaling.diff import Tolerances, compare_tables, diff_trees, fits_table, list_artifacts, parse_column_tolerance
+from qscaling.diff import (Tolerances, compare_fits, compare_tables, diff_trees, fits_table, list_artifacts,
+                           parse_column_tolerance, text_within)
 from qscaling.figures import new_figure, save_figure
+from qscaling.laws import LAWS
 
 
 def draw(path, offset: float = 0.0) -> None:
@@ -71,11 +74,12 @@ def statuses(a, b, **tol):
 
 def test_identical_trees_exit_zero_and_skip_non_artifacts(trees, capsys):
     a, b = trees
-    assert sorted(list_artifacts(a)) == ["figures/paper/fig1.png", "results/claims.csv",
-                                         "results/fits/study/chinchilla.json", "results/tables/curves.parquet"]
+    assert sorted(list_artifacts(a)) == ["figures/paper/fig1.data.json", "figures/paper/fig1.png",
+                                         "results/claims.csv", "results/fits/study/chinchilla.json",
+                                         "results/tables/curves.parquet"]
     code, out = run_cli(a, b, capsys=capsys)
     assert code == 0, out
-    assert "identical: 4" in out and "no difference beyond tolerance" in out
+    assert "identical: 5" in out and "no difference beyond tolerance" in out
 
 
 def test_numeric_column_beyond_tolerance_then_within_a_column_tolerance(trees, capsys):
@@ -125,10 +129,10 @@ def test_fit_parameters_and_ci_overlap(trees):
     fit_path.write_text(json.dumps(fit_doc(0.31, (0.29, 0.33))))
     [diff] = [d for d in diff_trees(a, b) if d.kind == "fit"]
     assert diff.status == "changed"
-    assert diff.details == ["alpha: 0.3 vs 0.31 beyond rtol=0 atol=0 (CIs overlap)"]
+    assert diff.details[0] == "alpha: 0.3 vs 0.31 beyond rtol=0 atol=0 (CIs overlap)"
     fit_path.write_text(json.dumps(fit_doc(0.40, (0.38, 0.42))))
     [diff] = [d for d in diff_trees(a, b, Tolerances(rtol=0.05)) if d.kind == "fit"]
-    assert diff.details == ["alpha: 0.3 vs 0.4 beyond rtol=0.05 atol=0 (CIs do not overlap)"]
+    assert diff.details[0] == "alpha: 0.3 vs 0.4 beyond rtol=0.05 atol=0 (CIs do not overlap)"
     assert statuses(a, b, columns={"alpha": (0.5, 0.0)})["results/fits/study/chinchilla.json"] == "within_tolerance"
 
 
@@ -156,7 +160,8 @@ def test_missing_and_extra_artifacts(trees, capsys):
     shutil.copy(a / "results" / "claims.csv", b / "results" / "claims_extra.csv")
     code, out = run_cli(a, b, capsys=capsys)
     assert code == 1
-    assert statuses(a, b) == {"figures/paper/fig1.png": "missing", "results/claims.csv": "identical",
+    assert statuses(a, b) == {"figures/paper/fig1.data.json": "identical",
+                              "figures/paper/fig1.png": "missing", "results/claims.csv": "identical",
                               "results/claims_extra.csv": "extra", "results/fits/study/chinchilla.json": "identical",
                               "results/tables/curves.parquet": "identical"}
 
@@ -166,7 +171,7 @@ def test_json_and_markdown_outputs(trees, capsys):
     (b / "figures" / "paper" / "fig1.png").unlink()
     code, out = run_cli(a, b, "--json", capsys=capsys)
     report = json.loads(out)
-    assert code == 1 and report["counts"]["missing"] == 1 and report["counts"]["identical"] == 3
+    assert code == 1 and report["counts"]["missing"] == 1 and report["counts"]["identical"] == 4
     assert {entry["path"]: entry["status"] for entry in report["artifacts"]}["figures/paper/fig1.png"] == "missing"
     code, out = run_cli(a, b, "--markdown", capsys=capsys)
     assert code == 1
@@ -275,3 +280,94 @@ def test_another_seed_changes_exactly_the_artifacts_that_depend_on_it(smoke_runs
     assert compared.returncode == 1
     reported = {d["path"] for d in json.loads(compared.stdout)["artifacts"] if d["status"] != "identical"}
     assert reported == expected
+
+
+# --- tolerances sized from noise: SE-scaled columns, moved fits, numbers in text, figure structure, profiles --
+
+
+def test_a_noise_column_is_compared_in_units_of_its_standard_error():
+    base = pd.DataFrame({"delta": np.linspace(0.01, 0.05, 24), "delta_se": [0.001] * 24})
+    tol = Tolerances(noise_columns={"delta": "delta_se"}, noise_max=3.0, noise_rms=0.5)
+    one_flip = base.copy()
+    one_flip.loc[3, "delta"] += 0.002  # one flipped rounding: 2 / √2 ≈ 1.4 SE
+    assert compare_tables(one_flip, base, tol)[0]
+    assert not compare_tables(one_flip, base, replace(tol, noise_max=1.0))[0]
+    every_row = base.assign(delta=base["delta"] + 0.0012)  # every row 0.85 SE: a change of method
+    within, details = compare_tables(every_row, base, tol)
+    assert not within and "rms 0.849 > 0.5" in details[0]
+    few = compare_tables(every_row.iloc[:4], base.iloc[:4], tol)
+    assert few[0] and "not judged below 20 rows" in few[1][0]
+    far = base.copy()
+    far.loc[0, "delta"] += 0.005  # 3.5 SE at one row
+    assert not compare_tables(far, base, tol)[0]
+    assert not compare_tables(one_flip, base, Tolerances())[0], "without noise_columns the rule is rtol/atol"
+
+
+def chinchilla_fit_doc(params: dict, se: float) -> dict:
+    names = ("A", "B", "E", "alpha", "beta")
+    return {"law": "chinchilla", "formula": LAWS["chinchilla"].formula, "params": params,
+            "ci": {n: [params[n] - 2 * se * abs(params[n]), params[n] + 2 * se * abs(params[n])] for n in names},
+            "standard_errors": {n: se * abs(params[n]) for n in names}, "r2": 0.9, "rmse": 0.01,
+            "heldout_relative_error": None,
+            "points": {"inputs": {"N": [1e6, 1e7, 1e8], "D": [1e9, 1e10, 1e11]}, "observed": [3.0, 2.6, 2.3]}}
+
+
+def test_a_fit_whose_parameters_traded_off_is_compared_by_its_predictions():
+    base = {"A": 400.0, "B": 400.0, "E": 1.7, "alpha": 0.34, "beta": 0.28}
+    # A and alpha trade off: at N ~ 1e6–1e8 the A/N^alpha term barely changes.
+    traded = {**base, "A": 400.0 * 1e7 ** 0.02, "alpha": 0.36}
+    a, b = chinchilla_fit_doc(traded, 0.1), chinchilla_fit_doc(base, 0.1)
+    within, details = compare_fits(a, b, Tolerances(rtol=1e-3, prediction_tol=0.05, noise_max=3.0))
+    assert within, details
+    assert "predictions at 6 points differ by ≤ 0.0262" in details[-1]
+    assert not compare_fits(a, b, Tolerances(rtol=1e-3, prediction_tol=0.02, noise_max=3.0))[0]
+    tight = chinchilla_fit_doc(traded, 0.001), chinchilla_fit_doc(base, 0.001)  # moved far beyond its SEs
+    within, details = compare_fits(*tight, Tolerances(rtol=1e-3, prediction_tol=0.05, noise_max=3.0))
+    assert not within and any("bootstrap SEs" in line for line in details)
+
+
+def test_texts_that_differ_only_in_numbers_within_tolerance():
+    assert text_within("slope = 1.561 (5 points)", "slope = 1.562 (5 points)", 1e-3, 0)
+    assert not text_within("slope = 1.561 (5 points)", "slope = 1.561 (6 points)", 1e-3, 0)
+    assert not text_within("W4 − W8A8 = 2.0e-04", "W4 − W8A8 = 2.0e-04 (ratio 3×)", 1, 1)
+    claims = pd.DataFrame({"statistic": ["γ = 0.777, R² = 0.75"], "verdict": ["reproduced"]})
+    moved = pd.DataFrame({"statistic": ["γ = 0.785, R² = 0.74"], "verdict": ["reproduced"]})
+    assert compare_tables(moved, claims, Tolerances(columns={"statistic": (0.05, 0.01)}))[0]
+    assert not compare_tables(moved.assign(verdict="inconclusive"), claims,
+                              Tolerances(columns={"statistic": (0.05, 0.01)}))[0]
+
+
+def test_a_figure_is_compared_by_what_it_draws_when_asked(trees):
+    a, b = trees
+    draw(b / "figures" / "paper" / "fig1.png", offset=0.3)
+    assert statuses(a, b)["figures/paper/fig1.png"] == "changed"
+    assert statuses(a, b, figure_structure=True)["figures/paper/fig1.png"] == "within_tolerance"
+    fig, axes = new_figure(width=2.0, height=1.6)  # another line: the structure changed
+    axes[0][0].plot([0, 1, 2], [0.0, 1.0, 0.5])
+    axes[0][0].plot([0, 1, 2], [1.0, 1.0, 1.0])
+    save_figure(fig, b / "figures" / "paper" / "fig1.png")
+    assert statuses(a, b, figure_structure=True)["figures/paper/fig1.png"] == "changed"
+    data = b / "figures" / "paper" / "fig1.data.json"
+    shutil.copyfile(a / "figures" / "paper" / "fig1.data.json", data)  # same data, other pixels
+    [diff] = [d for d in diff_trees(a, b, Tolerances(figure_structure=True)) if d.path.endswith("fig1.png")]
+    assert diff.status == "changed" and "the drawing itself changed" in diff.details[-1]
+
+
+def test_a_tolerance_profile_sets_defaults_that_options_override(trees, tmp_path, capsys):
+    a, b = trees
+    pd.DataFrame({"size": ["N3k", "N7k"], "D": [2048, 4096], "loss": [5.0, 4.5045]}).to_parquet(
+        b / "results" / "tables" / "curves.parquet", index=False)
+    profile = tmp_path / "tolerances.yaml"
+    profile.write_text("rtol: 1.0e-3\ncolumns: {D: [0, 0]}\n")
+    assert run_cli(a, b, "--tolerances", profile, capsys=capsys)[0] == 0
+    assert run_cli(a, b, "--tolerances", profile, "--rtol", "0", capsys=capsys)[0] == 1
+    profile.write_text("rtoll: 1\n")
+    code, out = run_cli(a, b, "--tolerances", profile, capsys=capsys)
+    assert code == 2 and "unknown key 'rtoll'" in out
+
+
+def test_the_committed_profile_parses():
+    from qscaling.diff import load_tolerances
+
+    profile = load_tolerances(REPO_ROOT / "reference" / "tolerances.yaml")
+    assert profile["noise_columns"]["delta"] == "delta_se" and profile["figure_structure"] is True

@@ -5,7 +5,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from qscaling.quant import block_scale, choose_qparams, fp_format, parse_spec, quantize_reference, round_to_format
+from qscaling.quant import block_scale, choose_qparams, fp_format, quantize_reference, round_to_format
 from qscaling.quant.rounding import uniform_like
 
 

@@ -5,7 +5,6 @@ import json
 
 import numpy as np
 import pytest
-import torch
 from transformers import AutoModelForCausalLM
 
 from qscaling.checkpoint import load_checkpoint, save_checkpoint

@@ -15,6 +15,7 @@ COMMANDS = {
     "laws": ("qscaling.laws.cli", "show a scaling law's parameters and derived quantities"),
     "bench": ("qscaling.bench", "speed benchmarks, printed as ratios against a baseline"),
     "trace": ("qscaling.trace", "the chain from an output back to config values, corpus files and checkpoints"),
+    "run": ("qscaling.runner", "run the workflow (Snakemake arguments), resuming by itself after a crash"),
     "diff": ("qscaling.diff", "compare two result trees (tables, fits, claims, figures) with tolerances"),
 }
 
@@ -34,7 +35,11 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    args = build_parser(next((a for a in argv if not a.startswith("-")), None)).parse_args(argv)
+    parser = build_parser(next((a for a in argv if not a.startswith("-")), None))
+    args, passed_on = parser.parse_known_args(argv)
+    if passed_on and not getattr(args, "pass_on", False):
+        parser.error(f"unrecognized arguments: {' '.join(passed_on)}")
+    args.passed_on = passed_on
     try:
         return args.run(args) or 0
     except (ValueError, FileNotFoundError) as error:

@@ -4,8 +4,12 @@ A result tree is a Snakemake working directory (or a `reference/<scale>` copy of
 `figures/` and `results/` are compared file by file. Checkpoints, token shards and provenance records are left
 out: they are inputs to the artifacts, not artifacts, and records carry wall-clock times.
 
-    qscaling diff RUN_A RUN_B [--rtol R] [--atol A] [--column-tol loss=1e-3:0] [--ignore-column NAME]
-                              [--figure-tol RMS] [--json|--markdown]
+    qscaling diff RUN_A RUN_B [--tolerances YAML] [--rtol R] [--atol A] [--column-tol loss=1e-3:0]
+                              [--ignore-column NAME] [--noise-column delta=delta_se] [--noise-max Z]
+                              [--noise-rms Z] [--prediction-tol R] [--figure-tol RMS] [--json|--markdown]
+
+A profile such as reference/tolerances.yaml holds tolerances sized from measured cross-machine drift; why each
+value is what it is: docs/operations.md.
 
 Exit status: 0 when every artifact matches within tolerance, 1 otherwise, 2 on bad input.
 """
@@ -14,9 +18,10 @@ import argparse
 import hashlib
 import json
 import math
+import re
 import shutil
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +33,9 @@ FIGURE_SUFFIXES = (".png", ".pdf", ".svg")
 JSON_SUFFIX = ".json"
 # Under results/, these hold inputs or bookkeeping rather than reproduced numbers.
 EXCLUDED_UNDER_RESULTS = ("runs", "data", "provenance", "report", "manifest.json")
+# The root-mean-square change of a noise column is judged from this many rows up: over a handful of rows one
+# flipped rounding alone decides it.
+NOISE_RMS_MIN_ROWS = 20
 # How many differing cells/values one artifact lists before summarising the rest.
 MAX_DETAILS = 5
 
@@ -43,6 +51,11 @@ class Tolerances:
     figure_tol: float = 0.0
     columns: dict = field(default_factory=dict)  # name -> (rtol, atol)
     ignored: tuple = ()  # table columns left out (e.g. wall-clock timings)
+    prediction_tol: float = 0.0  # largest relative change of a fit's predictions when its parameters moved
+    noise_columns: dict = field(default_factory=dict)  # column -> its standard-error column: compared in SEs
+    noise_max: float = 3.0  # largest |Δ| / SE of one row of a noise column
+    noise_rms: float = 0.5  # largest root-mean-square |Δ| / SE over a noise column's rows
+    figure_structure: bool = False  # a figure beyond figure_tol whose drawn data kept their structure passes
 
     def for_column(self, name: str) -> tuple[float, float]:
         return self.columns.get(name, (self.rtol, self.atol))
@@ -140,22 +153,71 @@ def compare_tables(a: pd.DataFrame, b: pd.DataFrame, tol: Tolerances) -> tuple[b
             both_nan = np.isnan(left) & np.isnan(right)
             bad = ~both_nan & ~(np.abs(left - right) <= atol + rtol * np.abs(right))
             exact = bool(np.all(both_nan | (left == right)))
-            if bad.any():
+            noise = _within_noise(a, b, column, bad, tol) if bad.any() else None
+            if noise is not None and noise[0]:
+                details.append(f"{column}: {int(bad.sum())} of {len(a)} rows beyond rtol={rtol:g} atol={atol:g}, "
+                               f"{noise[1]}")
+            elif bad.any():
                 within = False
                 rows = np.flatnonzero(bad)
                 worst = rows[np.nanargmax(np.abs(left[rows] - right[rows]))]
                 details.append(f"{column}: {len(rows)} of {len(a)} rows beyond rtol={rtol:g} atol={atol:g}; "
-                               f"largest at row {worst}: {left[worst]:.10g} vs {right[worst]:.10g}")
+                               f"largest at row {worst}: {left[worst]:.10g} vs {right[worst]:.10g}"
+                               + (f"; {noise[1]}" if noise else ""))
             elif not exact:
                 details.append(f"{column}: within rtol={rtol:g} atol={atol:g} "
                                f"(max |Δ| {np.nanmax(np.abs(left - right)):.3g})")
         else:
             unequal = [i for i in range(len(a)) if not _same_value(left[i], right[i])]
-            if unequal:
+            rtol, atol = tol.for_column(column)
+            beyond = [i for i in unequal if not (isinstance(left[i], str) and isinstance(right[i], str)
+                                                 and text_within(left[i], right[i], rtol, atol))]
+            if beyond:
                 within = False
-                shown = ", ".join(f"row {i}: {left[i]!r} → {right[i]!r}" for i in unequal[:MAX_DETAILS])
-                details.append(f"{column}: {len(unequal)} rows differ ({shown})")
+                shown = ", ".join(f"row {i}: {left[i]!r} → {right[i]!r}" for i in beyond[:MAX_DETAILS])
+                details.append(f"{column}: {len(beyond)} rows differ ({shown})")
+            elif unequal:
+                details.append(f"{column}: {len(unequal)} rows quote numbers within rtol={rtol:g} atol={atol:g}")
     return within, details
+
+
+_NUMBER = re.compile(r"[-+−]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+
+
+def _numbers_and_words(text: str) -> tuple[list[float], list[str]]:
+    words = _NUMBER.split(text)
+    numbers = [float(match.replace("−", "-")) for match in _NUMBER.findall(text)]
+    return numbers, words
+
+
+def text_within(a: str, b: str, rtol: float, atol: float) -> bool:
+    """Two texts that differ only in the numbers they quote, each within tolerance ('slope = 1.561 (5 points)')."""
+    numbers_a, words_a = _numbers_and_words(a)
+    numbers_b, words_b = _numbers_and_words(b)
+    return words_a == words_b and all(_close(x, y, rtol, atol) for x, y in zip(numbers_a, numbers_b))
+
+
+def _within_noise(a: pd.DataFrame, b: pd.DataFrame, column: str, bad: np.ndarray, tol: Tolerances):
+    """For a column measured with a standard error (`noise_columns`): (within, detail) from the changes in units
+    of the two rows' combined SE over the rows that have one, or None when the column has none. Cross-machine
+    float noise flips a few roundings (a GPTQ column, a W8A8 activation) and moves those rows by up to ~1.5 SE;
+    a change of method moves every row of it: the largest and the root-mean-square change tell them apart."""
+    se_column = tol.noise_columns.get(column)
+    if se_column is None or se_column not in a.columns or se_column not in b.columns:
+        return None
+    change = np.abs(a[column].to_numpy(float) - b[column].to_numpy(float))
+    se = np.hypot(a[se_column].to_numpy(float), b[se_column].to_numpy(float))
+    measured = se > 0
+    if (bad & ~measured).any():
+        return False, f"{int((bad & ~measured).sum())} moved rows have no {se_column}"
+    z = change[measured] / se[measured]
+    largest, rms = float(z.max()), float(np.sqrt(np.mean(z**2)))
+    rms_applies = len(z) >= NOISE_RMS_MIN_ROWS
+    within = largest <= tol.noise_max and (rms <= tol.noise_rms or not rms_applies)
+    rms_text = (f"rms {rms:.3g} {'≤' if rms <= tol.noise_rms else '>'} {tol.noise_rms:g}" if rms_applies
+                else f"rms {rms:.3g} (not judged below {NOISE_RMS_MIN_ROWS} rows)")
+    return within, (f"in units of {se_column} over {len(z)} rows: largest {largest:.3g} "
+                    f"{'≤' if largest <= tol.noise_max else '>'} {tol.noise_max:g}, {rms_text}")
 
 
 def _same_value(a, b) -> bool:
@@ -167,29 +229,64 @@ def _same_value(a, b) -> bool:
 
 
 def compare_fits(a: dict, b: dict, tol: Tolerances) -> tuple[bool, list[str]]:
-    """Fitted laws: same law and formula; each parameter within tolerance; report CIs that stop overlapping."""
+    """Fitted laws: same law and formula, then the same parameters within tolerance — or, where parameters
+    moved (a fit the data pin down poorly trades one parameter against another), the same predictions at
+    every point either fit saw, within `prediction_tol`, with every parameter's CIs overlapping."""
     if a.get("law") != b.get("law") or a.get("formula") != b.get("formula"):
         return False, [f"law {a.get('law')!r} vs {b.get('law')!r}"]
-    within, details = True, []
     params_a, params_b = a.get("params", {}), b.get("params", {})
     if set(params_a) != set(params_b):
         return False, [f"parameters {sorted(params_a)} vs {sorted(params_b)}"]
+    moved, details = [], []
     for name in params_a:
         rtol, atol = tol.for_column(name)
         value_a, value_b = params_a[name], params_b[name]
         if not _close(value_a, value_b, rtol, atol):
-            within = False
+            moved.append(name)
             overlap = _intervals_overlap(a.get("ci", {}).get(name), b.get("ci", {}).get(name))
             ci_note = {True: "CIs overlap", False: "CIs do not overlap", None: "no CIs"}[overlap]
             details.append(f"{name}: {value_a!r} vs {value_b!r} beyond rtol={rtol:g} atol={atol:g} ({ci_note})")
         elif value_a != value_b:
             details.append(f"{name}: within tolerance ({value_a!r} vs {value_b!r})")
-    for metric in ("r2", "rmse", "heldout_relative_error"):
-        rtol, atol = tol.for_column(metric)
-        if not _close(a.get(metric), b.get(metric), rtol, atol):
-            within = False
-            details.append(f"{metric}: {a.get(metric)!r} vs {b.get(metric)!r} beyond rtol={rtol:g} atol={atol:g}")
-    return within, details
+    if not moved:
+        within = True
+        for metric in ("r2", "rmse", "heldout_relative_error"):
+            rtol, atol = tol.for_column(metric)
+            if not _close(a.get(metric), b.get(metric), rtol, atol):
+                within = False
+                details.append(f"{metric}: {a.get(metric)!r} vs {b.get(metric)!r} beyond rtol={rtol:g} atol={atol:g}")
+        return within, details
+    agree, prediction_details = _same_predictions(a, b, tol)
+    overlapping = all(_intervals_overlap(a.get("ci", {}).get(n), b.get("ci", {}).get(n)) for n in moved)
+    details.extend(prediction_details)
+    if not overlapping:
+        details.append("a moved parameter's CIs do not overlap")
+    in_noise = True
+    for name in moved:
+        se = math.hypot(*(doc.get("standard_errors", {}).get(name) or math.nan for doc in (a, b)))
+        z = abs(params_a[name] - params_b[name]) / se if se > 0 else math.inf
+        if not z <= tol.noise_max:
+            in_noise = False
+            details.append(f"{name} moved by {z:.3g} bootstrap SEs > {tol.noise_max:g}")
+    return agree and overlapping and in_noise, details
+
+
+def _same_predictions(a: dict, b: dict, tol: Tolerances) -> tuple[bool, list[str]]:
+    """Both parameter sets evaluated at the points of both fits: the largest relative difference."""
+    from qscaling.laws import LAWS
+
+    law = LAWS.get(a["law"])
+    points = [doc.get("points", {}).get("inputs") for doc in (a, b)]
+    if law is None or not all(points):
+        return False, ["parameters moved and the fits record no points to compare predictions at"]
+    inputs = {name: np.concatenate([np.asarray(p[name], dtype=float) for p in points]) for name in law.inputs}
+    with np.errstate(all="ignore"):
+        predicted_a, predicted_b = law(a["params"], inputs), law(b["params"], inputs)
+    change = np.abs(predicted_a - predicted_b) / np.maximum(np.abs(predicted_b), np.finfo(float).tiny)
+    worst = float(np.max(change)) if change.size else 0.0
+    within = bool(np.all(np.isfinite(change))) and worst <= tol.prediction_tol
+    return within, [f"predictions at {change.size} points differ by ≤ {worst:.3g} (relative) "
+                    f"{'≤' if within else '>'} prediction-tol {tol.prediction_tol:g}"]
 
 
 def _intervals_overlap(ci_a, ci_b) -> bool | None:
@@ -207,7 +304,8 @@ def compare_json(a, b, tol: Tolerances, where: str = "") -> tuple[bool, list[str
                 within = False
                 details.append(f"{where}{key}: only in {'B' if key not in a else 'A'}")
                 continue
-            key_tol = Tolerances(*tol.for_column(str(key)), tol.figure_tol, tol.columns, tol.ignored)
+            rtol, atol = tol.for_column(str(key))
+            key_tol = replace(tol, rtol=rtol, atol=atol)
             ok, more = compare_json(a[key], b[key], key_tol, f"{where}{key}.")
             within, details = within and ok, details + more
         return within, details
@@ -222,13 +320,65 @@ def compare_json(a, b, tol: Tolerances, where: str = "") -> tuple[bool, list[str
         if _close(float(a), float(b), tol.rtol, tol.atol):
             return True, []
         return False, [f"{where.rstrip('.')}: {a!r} vs {b!r} beyond rtol={tol.rtol:g} atol={tol.atol:g}"]
-    if a == b:
+    if a == b or (isinstance(a, str) and isinstance(b, str) and text_within(a, b, tol.rtol, tol.atol)):
         return True, []
     return False, [f"{where.rstrip('.')}: {a!r} vs {b!r}"]
 
 
+FIGURE_DATA_SUFFIX = ".data.json"  # qscaling.figures.data_path: what a figure draws, beside it
+
+
+def figure_structure(doc):
+    """A figure's data record with every number replaced by a placeholder and texts by their words: what stays
+    when only the numbers drawn move."""
+    if isinstance(doc, dict):
+        return {key: figure_structure(value) for key, value in doc.items()}
+    if isinstance(doc, list):
+        if all(item is None or isinstance(item, (int, float)) for item in doc):
+            return ("numbers", len(doc))
+        return [figure_structure(item) for item in doc]
+    if isinstance(doc, str):
+        return tuple(_numbers_and_words(doc)[1])
+    return "number" if isinstance(doc, (int, float)) or doc is None else doc
+
+
+def compare_figure_data(doc_a: dict, doc_b: dict) -> tuple[bool, list[str]]:
+    """Two records of what a figure draws: the same structure (axes, labels, how many lines, points, texts)."""
+    if figure_structure(doc_a) == figure_structure(doc_b):
+        return True, ["same structure (axes, labels, lines, points, texts); the numbers drawn moved"]
+    axes_a, axes_b = doc_a.get("axes", []), doc_b.get("axes", [])
+    if len(axes_a) != len(axes_b):
+        return False, [f"{len(axes_a)} vs {len(axes_b)} axes"]
+    for index, (a, b) in enumerate(zip(axes_a, axes_b)):
+        for key in a:
+            if figure_structure(a.get(key)) != figure_structure(b.get(key)):
+                return False, [f"axes {index} {key} differ: {str(a.get(key))[:120]} vs {str(b.get(key))[:120]}"]
+    return False, ["figure texts differ"]
+
+
+def _figure_data_of(path: Path):
+    data = path.with_suffix(FIGURE_DATA_SUFFIX)
+    return json.loads(data.read_text()) if data.is_file() else None
+
+
 def compare_figures(path_a: Path, path_b: Path, tol: Tolerances) -> tuple[bool, list[str]]:
-    """Bytes differ (checked by the caller): the RMS pixel difference from matplotlib's image comparison."""
+    """Bytes differ (checked by the caller): the RMS pixel difference from matplotlib's image comparison. With
+    `figure_structure`, a figure beyond figure-tol whose drawn data moved (its inputs did, and are compared as
+    artifacts of their own) but kept their structure is within tolerance; one whose data are byte-identical but
+    whose pixels moved has changed how it draws."""
+    within, details = _pixel_difference(path_a, path_b, tol)
+    if within or not tol.figure_structure:
+        return within, details
+    data_a, data_b = _figure_data_of(path_a), _figure_data_of(path_b)
+    if data_a is None or data_b is None:
+        return False, details + ["no data record (.data.json) beside both figures to compare structure"]
+    if data_a == data_b:
+        return False, details + ["the data drawn are identical: the drawing itself changed"]
+    same, more = compare_figure_data(data_a, data_b)
+    return same, details + more
+
+
+def _pixel_difference(path_a: Path, path_b: Path, tol: Tolerances) -> tuple[bool, list[str]]:
     from matplotlib.testing.compare import comparable_formats, compare_images
     from matplotlib.testing.exceptions import ImageComparisonFailure
 
@@ -248,6 +398,8 @@ def compare_figures(path_a: Path, path_b: Path, tol: Tolerances) -> tuple[bool, 
 
 
 def artifact_kind(path: Path) -> str:
+    if path.name.endswith(FIGURE_DATA_SUFFIX):
+        return "figure-data"
     if path.suffix in FIGURE_SUFFIXES:
         return "figure"
     if path.suffix in TABLE_SUFFIXES:
@@ -261,6 +413,12 @@ def compare_artifact(relative: str, path_a: Path, path_b: Path, tol: Tolerances)
         return ArtifactDiff(relative, "fit" if kind == "json" and _is_fit(path_a) else kind, "identical")
     if kind == "figure":
         within, details = compare_figures(path_a, path_b, tol)
+    elif kind == "figure-data":
+        doc_a, doc_b = json.loads(path_a.read_text()), json.loads(path_b.read_text())
+        if tol.figure_structure:
+            within, details = compare_figure_data(doc_a, doc_b)
+        else:
+            within, details = compare_json(doc_a, doc_b, tol)
     elif kind == "table":
         try:
             within, details = compare_tables(read_table(path_a), read_table(path_b), tol)
@@ -361,24 +519,78 @@ def parse_column_tolerance(text: str) -> tuple[str, tuple[float, float]]:
     return name, (rtol, atol)
 
 
+SCALAR_TOLERANCES = ("rtol", "atol", "figure_tol", "prediction_tol", "noise_max", "noise_rms")
+
+
+def load_tolerances(path: str | Path) -> dict:
+    """A tolerance profile (YAML): the scalar tolerances, `columns: {name: [rtol, atol]}`, `noise_columns:
+    {column: se_column}` and `ignore_columns: [...]` — e.g. reference/tolerances.yaml."""
+    import yaml
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"--tolerances {path}: no such file")
+    profile = yaml.safe_load(path.read_text()) or {}
+    known = {*SCALAR_TOLERANCES, "columns", "noise_columns", "ignore_columns", "figure_structure"}
+    unknown = sorted(set(profile) - known)
+    if unknown:
+        raise ValueError(f"--tolerances {path}: unknown key {unknown[0]!r} (valid: {', '.join(sorted(known))})")
+    for name, pair in (profile.get("columns") or {}).items():
+        if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(v, (int, float)) for v in pair)):
+            raise ValueError(f"--tolerances {path}: columns.{name} must be [rtol, atol], got {pair!r}")
+    return profile
+
+
 def tolerances_from_args(args) -> Tolerances:
-    for option in ("rtol", "atol", "figure_tol"):
-        if getattr(args, option) < 0:
-            raise ValueError(f"--{option.replace('_', '-')} {getattr(args, option)}: must be ≥ 0")
-    columns = dict(parse_column_tolerance(text) for text in args.column_tol)
-    return Tolerances(args.rtol, args.atol, args.figure_tol, columns, tuple(args.ignore_column))
+    profile = load_tolerances(args.tolerances) if args.tolerances else {}
+    scalars = {name: float(profile.get(name, getattr(Tolerances, name))) for name in SCALAR_TOLERANCES}
+    scalars.update({name: getattr(args, name) for name in SCALAR_TOLERANCES if getattr(args, name) is not None})
+    for option, value in scalars.items():
+        if value < 0:
+            raise ValueError(f"--{option.replace('_', '-')} {value}: must be ≥ 0")
+    columns = {name: tuple(map(float, pair)) for name, pair in (profile.get("columns") or {}).items()}
+    columns.update(parse_column_tolerance(text) for text in args.column_tol)
+    noise_columns = dict(profile.get("noise_columns") or {})
+    noise_columns.update(parse_noise_column(text) for text in args.noise_column)
+    ignored = tuple(profile.get("ignore_columns") or ()) + tuple(args.ignore_column)
+    figure_structure = bool(profile.get("figure_structure", False)) or args.figure_structure
+    return Tolerances(columns=columns, ignored=ignored, noise_columns=noise_columns,
+                      figure_structure=figure_structure, **scalars)
+
+
+def parse_noise_column(text: str) -> tuple[str, str]:
+    """'delta' → ('delta', 'delta_se'); 'qid=delta_se' → ('qid', 'delta_se')."""
+    name, _, se_name = text.partition("=")
+    if not name:
+        raise ValueError(f"--noise-column {text!r}: expected COLUMN or COLUMN=SE_COLUMN")
+    return name, se_name or f"{name}_se"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_a", metavar="RUN_A", help="result tree (working directory or reference/<scale>)")
     parser.add_argument("run_b", metavar="RUN_B", help="result tree compared against RUN_A")
-    parser.add_argument("--rtol", type=float, default=0.0, help="relative tolerance for numbers (default 0)")
-    parser.add_argument("--atol", type=float, default=0.0, help="absolute tolerance for numbers (default 0)")
+    parser.add_argument("--tolerances", metavar="YAML",
+                        help="a tolerance profile (e.g. reference/tolerances.yaml); options given here override it")
+    parser.add_argument("--rtol", type=float, help="relative tolerance for numbers (default 0)")
+    parser.add_argument("--atol", type=float, help="absolute tolerance for numbers (default 0)")
     parser.add_argument("--column-tol", action="append", default=[], metavar="NAME=RTOL[:ATOL]",
                         help="tolerance for one table column or fit parameter (repeatable)")
     parser.add_argument("--ignore-column", action="append", default=[], metavar="NAME",
                         help="leave a table column out of the comparison (repeatable), e.g. a wall-clock timing")
-    parser.add_argument("--figure-tol", type=float, default=0.0,
+    parser.add_argument("--noise-column", action="append", default=[], metavar="NAME[=SE_NAME]",
+                        help="compare a table column in units of its standard-error column (default NAME_se), "
+                             "bounded by --noise-max per row and --noise-rms over the rows (repeatable)")
+    parser.add_argument("--noise-max", type=float, help="largest change of one row of a noise column, in SEs "
+                        "(default 3); also bounds a moved fit parameter in bootstrap SEs")
+    parser.add_argument("--noise-rms", type=float, help="largest root-mean-square change over a noise column, in SEs "
+                        "(default 0.5)")
+    parser.add_argument("--prediction-tol", type=float,
+                        help="for a fit whose parameters moved beyond tolerance: the largest relative change of its "
+                             "predictions, at the points either fit saw, still accepted (default 0)")
+    parser.add_argument("--figure-structure", action="store_true",
+                        help="accept a figure beyond --figure-tol whose drawn data (its .data.json) kept their "
+                             "structure: its inputs moved, and are compared on their own")
+    parser.add_argument("--figure-tol", type=float,
                         help="largest RMS pixel difference (0–255 scale) accepted for figures whose bytes differ")
     output = parser.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true", help="machine-readable output")

@@ -7,12 +7,12 @@ of its identity); annealed models at a budget D are *cooldown branches* that res
 """
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from qscaling.model import ModelShape
-from qscaling.train import RunSpec
+from qscaling.shape import ModelShape
+from qscaling.runspec import RunSpec
 
 
 @dataclass

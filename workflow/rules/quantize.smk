@@ -10,6 +10,7 @@ rule evaluate_ptq:
         calibration=lambda wildcards: config["studies"][wildcards.study]["calibration"],
         eval_tokens=lambda wildcards: config["studies"][wildcards.study]["eval_tokens"],
         batch_size=config["evaluation"]["batch_size"],
+        gptq_damp=config["ptq"]["gptq_damp"],
         device=DEVICE,
     log:
         "logs/ptq/{study}/{run}/{tokens}.log",

@@ -9,7 +9,7 @@ from qscaling.evaluate import write_table
 from qscaling.provenance import job_context, path_sha256
 from qscaling.studies import Quantization
 from qscaling.studies.ahmadian2023 import STUDY, attach_labels, score_checkpoint, task_tokenizer
-from qscaling.model import resolve_device
+from qscaling.device import resolve_device
 from qscaling.train import milestone_name
 
 with job_context(snakemake) as extra_inputs:  # noqa: F821

@@ -7,7 +7,7 @@ from qscaling.data import load_tokens
 from qscaling.evaluate import write_table
 from qscaling.provenance import job_context, path_sha256
 from qscaling.studies import Quantization
-from qscaling.model import resolve_device
+from qscaling.device import resolve_device
 from qscaling.studies.ptq import score_checkpoint
 from qscaling.train import milestone_name
 
@@ -23,6 +23,7 @@ with job_context(snakemake) as extra_inputs:  # noqa: F821
     table = score_checkpoint(
         checkpoint, [Quantization(**q) for q in params.quantizations], held_out,
         load_tokens(snakemake.input.calibration), calibration=params.calibration,  # noqa: F821
-        eval_tokens=params.eval_tokens, batch_size=params.batch_size, device=resolve_device(params.device),
+        eval_tokens=params.eval_tokens, batch_size=params.batch_size, gptq_damp=params.gptq_damp,
+        device=resolve_device(params.device),
     )
     write_table(table.assign(study=wildcards.study), snakemake.output.table)  # noqa: F821

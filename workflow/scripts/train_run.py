@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from qscaling.model import resolve_device
+from qscaling.device import resolve_device
 from qscaling.provenance import job_context
 from qscaling.train import RunSpec, train
 

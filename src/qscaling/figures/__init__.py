@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -69,14 +70,77 @@ def _tidy_log_axes(fig) -> None:
             axis.set_minor_formatter(FuncFormatter(minor))
 
 
+def data_path(figure_path: str | os.PathLike) -> Path:
+    """Where the data drawn in a figure is written: `fig2.png` → `fig2.data.json`."""
+    return Path(figure_path).with_suffix(".data.json")
+
+
+def _numbers(values) -> list:
+    array = np.ma.filled(np.ma.asarray(values, dtype=float), np.nan)
+    return [None if not math.isfinite(v) else float(v) for v in array.ravel()]
+
+
+def _as_numbers_or_text(values) -> list:
+    try:
+        return _numbers(values)
+    except (TypeError, ValueError):
+        return [str(v) for v in np.asarray(values, dtype=object).ravel()]
+
+
+def _collection_data(collection) -> dict:
+    from matplotlib.collections import LineCollection, PathCollection
+
+    entry = {"kind": type(collection).__name__, "label": collection.get_label()}
+    if isinstance(collection, LineCollection):
+        entry["segments"] = [_numbers(segment) for segment in collection.get_segments()]
+    elif isinstance(collection, PathCollection):
+        entry["offsets"] = _numbers(collection.get_offsets())
+    else:
+        entry["paths"] = [_numbers(path.vertices) for path in collection.get_paths()]
+    return entry
+
+
+def figure_data(fig) -> dict:
+    """What a figure draws, as data: per axes its labels, scales, limits, lines, markers, bars, texts and tables.
+
+    Pixels follow every input: a fit that moved within its noise redraws a curve, shifts an axis limit and moves
+    many pixels. `qscaling diff` reads this record to tell such a figure (same structure, numbers moved) from one
+    whose content changed."""
+    from matplotlib.patches import Rectangle
+
+    axes = []
+    for ax in fig.axes:
+        legend = ax.get_legend()
+        axes.append({
+            "title": ax.get_title(), "xlabel": ax.get_xlabel(), "ylabel": ax.get_ylabel(),
+            "xscale": ax.get_xscale(), "yscale": ax.get_yscale(),
+            "xlim": _numbers(ax.get_xlim()), "ylim": _numbers(ax.get_ylim()),
+            "lines": [{"label": line.get_label(), "x": _as_numbers_or_text(line.get_xdata()),
+                       "y": _as_numbers_or_text(line.get_ydata())} for line in ax.get_lines()],
+            "collections": [_collection_data(collection) for collection in ax.collections],
+            "bars": [_numbers([p.get_x(), p.get_y(), p.get_width(), p.get_height()])
+                     for p in ax.patches if isinstance(p, Rectangle)],
+            "texts": [text.get_text() for text in ax.texts],
+            "legend": [text.get_text() for text in legend.get_texts()] if legend else [],
+            "tables": [[cell.get_text().get_text() for _, cell in sorted(table.get_celld().items())]
+                       for table in ax.tables],
+        })
+    return {"axes": axes, "texts": [text.get_text() for text in fig.texts]}
+
+
 def save_figure(fig, path: str | os.PathLike) -> Path:
-    """Write `fig` atomically with fixed metadata, so identical inputs give identical bytes."""
+    """Write `fig` atomically with fixed metadata, so identical inputs give identical bytes, and the data it
+    draws next to it (`data_path`)."""
     _tidy_log_axes(fig)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    data = json.dumps(figure_data(fig), separators=(",", ":"), allow_nan=False, ensure_ascii=False) + "\n"
     tmp = path.with_name(f".{path.name}.tmp{path.suffix}")
     fig.savefig(tmp, metadata=_NO_METADATA.get(path.suffix, {}), bbox_inches="tight")
     plt.close(fig)
+    data_tmp = path.with_name(f".{path.name}.data.tmp")
+    data_tmp.write_text(data)
+    os.replace(data_tmp, data_path(path))
     os.replace(tmp, path)
     return path
 

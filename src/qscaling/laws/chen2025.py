@@ -8,7 +8,7 @@ input at 8 bits.
 import numpy as np
 
 from qscaling.laws.baseline import CHEN2025_CHINCHILLA
-from qscaling.laws.core import Law, PaperParams, Param
+from qscaling.laws.core import DEGRADATION_HUBER_DELTA, Law, PaperParams, Param
 
 DECOMPOSITION_SLOPE = 0.906  # δ_W4A4 ≈ 0.906 (δ_W4A16 + δ_W16A4), Fig. 6
 
@@ -37,6 +37,7 @@ QAT = Law(
     ),
     inputs=("N", "D", "G"),
     target="delta",
+    huber_delta=DEGRADATION_HUBER_DELTA,
     function=qat_error,
     paper_params={
         variant: PaperParams({"k": k, "gamma_N": g_n, "gamma_D": g_d, "gamma_G": g_g}, source)

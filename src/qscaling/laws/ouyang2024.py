@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from qscaling.laws.core import Law, PaperParams, Param
+from qscaling.laws.core import DEGRADATION_HUBER_DELTA, Law, PaperParams, Param
 
 UNIFIED_CONSTANTS = {"k": 0.017, "alpha": 0.2261, "beta": 0.5251, "gamma": 5.4967}  # Sec. 4.4, Eq. 4
 # One-factor exponents (Sec. 4.1–4.3); their scale factors are not reported.
@@ -92,6 +92,7 @@ QID = Law(
     params=(_K, _ALPHA, _BETA, _GAMMA),
     inputs=("N", "D", "P"),
     target="delta",
+    huber_delta=DEGRADATION_HUBER_DELTA,
     function=qid,
     paper_params={"eq4": PaperParams(UNIFIED_CONSTANTS, "Ouyang et al. 2024, unified law (Sec. 4.4)")},
     description="Unified QiD law over training tokens, model size and bit width.",
@@ -102,6 +103,7 @@ QID_TOKENS = Law(
     params=(Param("b", start=(1e-8, 1e-2), **_SCALE), _BETA),
     inputs=("D",),
     target="delta",
+    huber_delta=DEGRADATION_HUBER_DELTA,
     function=qid_tokens,
     paper_params={"sec4.1": PaperParams({"b": _unified_at_reference("D"), "beta": TOKENS_EXPONENT},
                                         _ONE_FACTOR_NOTE.format("N = 1B, P = 4"))},
@@ -113,6 +115,7 @@ QID_SIZE = Law(
     params=(Param("a", start=(1e-2, 1e4), **_SCALE), _ALPHA),
     inputs=("N",),
     target="delta",
+    huber_delta=DEGRADATION_HUBER_DELTA,
     function=qid_size,
     paper_params={"sec4.2": PaperParams({"a": _unified_at_reference("N"), "alpha": SIZE_EXPONENT},
                                         _ONE_FACTOR_NOTE.format("D = 300B, P = 4"))},
@@ -124,6 +127,7 @@ QID_BITS = Law(
     params=(Param("c", start=(1e-2, 1e4), **_SCALE), _GAMMA),
     inputs=("P",),
     target="delta",
+    huber_delta=DEGRADATION_HUBER_DELTA,
     function=qid_bits,
     paper_params={"sec4.3": PaperParams({"c": _unified_at_reference("P"), "gamma": BITS_EXPONENT},
                                         _ONE_FACTOR_NOTE.format("N = 1B, D = 300B"))},
@@ -135,6 +139,7 @@ QID_FIXED_BITS = Law(
     params=(_K, _ALPHA, _BETA),
     inputs=("N", "D"),
     target="delta",
+    huber_delta=DEGRADATION_HUBER_DELTA,
     function=qid_fixed_bits,
     paper_params={
         f"{bits}bit": PaperParams(

@@ -170,8 +170,21 @@ def _fp_rows(groups: torch.Tensor, spec: QuantSpec, fmt: FloatFormat, exact_arit
 
 
 @functools.cache
+def _inductor_cache_per_capability() -> None:
+    """Inductor's cache keys leave out the vector ISA its C++ was generated for: code cached under one
+    ATEN_CPU_CAPABILITY and reused under another fails to compile (`at::vec` undeclared under `default`). Unless
+    the user chose a cache directory, each capability gets its own."""
+    if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
+        from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+        capability = torch.backends.cpu.get_cpu_capability().lower()
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = f"{default_cache_dir()}_{capability}"
+
+
+@functools.cache
 def _compiled_for(spec: QuantSpec):
     """One compiled loop per spec; Dynamo specialises on the group size and keeps the group count dynamic."""
+    _inductor_cache_per_capability()
     fmt = spec.float_format if spec.kind == "fp" else None
     exact_arithmetic = _exact_float_arithmetic()
 

@@ -3,7 +3,8 @@
 Grid: a base recipe (the paper's: weight decay 0.1, clipping 1.0, no dropout, bf16) and one-factor ablations from
 it — weight decay, dropout, gradient clipping, and bf16 vs fp16 at two weight decays — on one model size (the
 paper's 6B; here the ladder's middle size), plus the final recipe and an "outlier-prone" recipe (low weight decay,
-no clipping, fp16; standing in for OPT) across sizes. Every run is a WSD trunk of the same length (the final recipe
+no clipping, fp16; standing in for OPT) across sizes, and the final recipe again with `seeds` more training seeds at
+the ablation size. Every run is a WSD trunk of the same length (the final recipe
 is the default training recipe, so the size axis reuses the shared trunks); the `tracked` factors (bf16 vs fp16)
 are also scored at ~20 % and ~53 % of training, the paper's 15k/40k of 75k steps. On CPU the recipe's "bf16" is
 fp32 by default (config `recipe.precision`); the bf16/fp16 comparison is its own ablation.
@@ -12,6 +13,10 @@ Each checkpoint is scored unquantized, after W8A8 vector-wise PTQ (per-token INT
 weights, no calibration, no outlier decomposition) and after W4 weight-only per-channel RTN: held-out loss
 (paired per window) and zero-shot-style accuracy (`qscaling.tasks`, through lm-evaluation-harness, paired per
 item), plus the outlier proxies of `qscaling.outliers` on the unquantized model.
+
+Each ablation level is a run of its own, so a difference between levels carries seed-to-seed noise as well as
+evaluation noise: the spread of W8A8 loss δ over the recipe's seeds is added to every such comparison (the paper
+had one seed per recipe; a difference inside that spread is inconclusive, whatever the evaluation noise).
 
 Precision: bf16 / fp16 runs use native autocast on a GPU (fp16 with loss scaling; norms stay fp32 as the paper
 needed) and, on CPU where bf16 autocast is ~8× slower, an emulation that rounds every Linear's weights and inputs
@@ -47,6 +52,7 @@ class Variant:
     size: str
     recipe: tuple  # sorted (field, value) pairs over weight_decay, grad_clip, dropout, precision
     tracked: bool  # scored at every checkpoint, not only the last
+    seed: int | None = None  # a training seed other than the config's (factor "seed")
 
     @property
     def label(self) -> str:
@@ -57,10 +63,10 @@ def level_label(value) -> str:
     return "none" if value is None else value if isinstance(value, str) else f"{value:g}"
 
 
-def _variant(factor, level, group, size, recipe, tracked) -> Variant:
+def _variant(factor, level, group, size, recipe, tracked, seed=None) -> Variant:
     if recipe["precision"] not in PRECISIONS:
         raise ValueError(f"studies.{STUDY}: precision '{recipe['precision']}' is not one of {PRECISIONS}")
-    return Variant(factor, level, group, size, tuple(sorted(recipe.items())), tracked)
+    return Variant(factor, level, group, size, tuple(sorted(recipe.items())), tracked, seed)
 
 
 def variants(config: dict) -> list[Variant]:
@@ -82,6 +88,9 @@ def variants(config: dict) -> list[Variant]:
                 recipe[across_field] = other
                 group = f"{'wd' if across_field == 'weight_decay' else across_field} {level_label(other)}"
             out.append(_variant(factor, level_label(value), group, size, recipe, factor in tracked))
+    first_seed = config["training"]["seed"]
+    for seed in range(first_seed + 1, first_seed + 1 + study["seeds"]):
+        out.append(_variant("seed", str(seed), "", size, base, False, seed))
     for size_label in study["sizes"]:
         out.append(_variant("recipe", "final", "", size_label, base, False))
         out.append(_variant("outlier_prone", "outlier-prone", "", size_label, {**base, **study["outlier_prone"]},
@@ -91,7 +100,7 @@ def variants(config: dict) -> list[Variant]:
 
 def precision_mode(config: dict) -> str:
     """"emulate" or "autocast": `auto` autocasts only where training runs on a GPU."""
-    from qscaling.model import resolve_device
+    from qscaling.device import resolve_device
 
     mode = config["studies"][STUDY]["precision_mode"]
     if mode != "auto":
@@ -118,8 +127,9 @@ def checkpoint_tokens(config: dict) -> list[int]:
 
 def _run_of(variant: Variant, config: dict, planner) -> str:
     milestones = checkpoint_tokens(config) if variant.tracked else [config["studies"][STUDY]["tokens"]]
+    seed = {} if variant.seed is None else {"seed": variant.seed}
     return planner.trunk(variant.size, upto=config["studies"][STUDY]["tokens"], milestones=milestones,
-                         **run_overrides(variant.recipe, precision_mode(config)))
+                         **run_overrides(variant.recipe, precision_mode(config)), **seed)
 
 
 def plan(config: dict, planner) -> list[Evaluation]:
@@ -176,7 +186,7 @@ def quantizations(config: dict) -> list[Quantization]:
 
 def build_table(rows: pd.DataFrame, config: dict) -> pd.DataFrame:
     """The scoring rows (already labelled by variant: a shared run appears under each), in a fixed order."""
-    order = {factor: i for i, factor in enumerate((*FACTORS, "recipe", "outlier_prone", "released"))}
+    order = {factor: i for i, factor in enumerate((*FACTORS, "recipe", "seed", "outlier_prone", "released"))}
     return (rows.assign(factor_order=rows["factor"].map(order))
             .sort_values(["factor_order", "group", "level", "N", "D", "method"])
             .drop(columns="factor_order").reset_index(drop=True))
@@ -211,9 +221,29 @@ def _interval(estimate: float, se: float) -> tuple[float, float]:
     return estimate - 1.96 * se, estimate + 1.96 * se
 
 
-def _ci(low: float, high: float) -> str:
-    # One training seed per recipe: the interval covers evaluation noise, not seed-to-seed variation.
-    return f"[{low:.2e}, {high:.2e}] (evaluation noise, one seed)"
+@dataclass(frozen=True)
+class SeedNoise:
+    """Seed-to-seed standard deviation of W8A8 loss δ: the final recipe at the ablation size over its seeds."""
+
+    sd: float
+    seeds: int
+
+    def label(self) -> str:
+        if self.seeds < 2:
+            return "evaluation noise only: one seed, no seed-to-seed estimate"
+        return f"evaluation and seed-to-seed noise, σ_seed = {self.sd:.1e} over {self.seeds} seeds"
+
+
+def seed_noise(table: pd.DataFrame, config: dict) -> SeedNoise:
+    size = config["studies"][STUDY]["size"]
+    rows = table[table["final"] & (table["method"] == "w8a8")
+                 & ((table["factor"] == "seed") | ((table["factor"] == "recipe") & (table["size"] == size)))]
+    deltas = rows.drop_duplicates("run")["delta"].to_numpy(float)
+    return SeedNoise(float(np.std(deltas, ddof=1)) if len(deltas) >= 2 else 0.0, len(deltas))
+
+
+def _ci(low: float, high: float, noise: SeedNoise) -> str:
+    return f"[{low:.2e}, {high:.2e}] ({noise.label()})"
 
 
 def _percent_changes(rows: pd.DataFrame) -> str:
@@ -225,32 +255,39 @@ def _missing(text: str, what: str) -> dict:
     return claim(STUDY, text, statistic=f"not measured ({what})", ci="", verdict="inconclusive")
 
 
-def _trend_claim(rows: pd.DataFrame, factor: str, text: str, *, log_x: bool, expect: str) -> dict:
+def _trend_claim(rows: pd.DataFrame, factor: str, text: str, *, log_x: bool, expect: str,
+                 noise: SeedNoise) -> dict:
+    """Weighted slope of W8A8 δ over a factor's levels (one run each): each point's error is its evaluation
+    noise and the seed-to-seed spread together."""
     subset = rows[rows["factor"] == factor]
     if subset["level"].nunique() < 2:
         return _missing(text, f"fewer than two {factor} levels")
     x = subset["level"].astype(float)
-    slope, se = weighted_slope(np.log10(x) if log_x else x, subset["delta"], subset["delta_se"])
+    point_se = np.hypot(subset["delta_se"].to_numpy(float), noise.sd)
+    slope, se = weighted_slope(np.log10(x) if log_x else x, subset["delta"], point_se)
     low, high = _interval(slope, se)
     per = "log10 " if log_x else ""
     return claim(STUDY, text, statistic=f"slope of W8A8 loss δ on {per}{factor} = {slope:.2e} nats; accuracy "
-                 f"change {_percent_changes(subset)}", ci=_ci(low, high),
+                 f"change {_percent_changes(subset)}", ci=_ci(low, high, noise),
                  verdict=verdict_from_interval(low, high, expect))
 
 
-def _difference_claim(rows: pd.DataFrame, factor: str, worse: str, better: str, text: str) -> dict:
-    """Mean over groups of δ(worse) − δ(better); positive when `better` degrades less."""
+def _difference_claim(rows: pd.DataFrame, factor: str, worse: str, better: str, text: str,
+                      noise: SeedNoise) -> dict:
+    """Mean over groups of δ(worse) − δ(better); positive when `better` degrades less. Each difference is
+    between two runs: it carries both runs' evaluation noise and twice the seed-to-seed variance."""
     subset = rows[rows["factor"] == factor].set_index(["group", "level"])
     groups = [g for g in subset.index.get_level_values("group").unique()
               if (g, worse) in subset.index and (g, better) in subset.index]
     if not groups:
         return _missing(text, f"needs {factor} levels {worse} and {better}")
     differences = [subset.loc[(g, worse), "delta"] - subset.loc[(g, better), "delta"] for g in groups]
-    variances = [subset.loc[(g, worse), "delta_se"] ** 2 + subset.loc[(g, better), "delta_se"] ** 2 for g in groups]
+    variances = [subset.loc[(g, worse), "delta_se"] ** 2 + subset.loc[(g, better), "delta_se"] ** 2
+                 + 2 * noise.sd**2 for g in groups]
     estimate, se = float(np.mean(differences)), math.sqrt(sum(variances)) / len(groups)
     low, high = _interval(estimate, se)
     return claim(STUDY, text, statistic=f"W8A8 loss δ({worse}) − δ({better}) = {estimate:.2e} nats; accuracy "
-                 f"change {_percent_changes(subset.reset_index())}", ci=_ci(low, high),
+                 f"change {_percent_changes(subset.reset_index())}", ci=_ci(low, high, noise),
                  verdict=verdict_from_interval(low, high, "positive"))
 
 
@@ -293,15 +330,16 @@ def claims(table: pd.DataFrame, fits: dict, config: dict) -> list[dict]:
         return [_w4_claim(table[table["final"]])]
     rows = ablation_rows(table)
     runs = rows.drop_duplicates("run")
+    noise = seed_noise(table, config)
     return [
         _trend_claim(rows, "weight_decay", "More weight decay → less W8A8 degradation (Fig. 2)", log_x=True,
-                     expect="negative"),
+                     expect="negative", noise=noise),
         _trend_claim(rows, "dropout", "More dropout → more W8A8 degradation (Fig. 2)", log_x=False,
-                     expect="positive"),
+                     expect="positive", noise=noise),
         _difference_claim(rows, "grad_clip", "none", "1", "Gradient clipping reduces W8A8 degradation at low "
-                          "weight decay (Fig. 2)"),
+                          "weight decay (Fig. 2)", noise),
         _difference_claim(rows, "precision", "fp16", "bf16", "bf16 training degrades less under W8A8 than fp16 "
-                          "(Fig. 3)"),
+                          "(Fig. 3)", noise),
         _w4_claim(table[table["final"] & table["factor"].isin(FACTORS)]),
         _outlier_rule_claim(table, runs),
         _rank_claim(runs, "gain_std", "The spread of the norm gains tracks W8A8 sensitivity (Fig. 5)"),
@@ -319,9 +357,12 @@ def _w4_claim(final: pd.DataFrame) -> dict:
     se = math.sqrt(float((per_run["delta_se"]["rtn"] ** 2 + per_run["delta_se"]["w8a8"] ** 2).sum())) / len(per_run)
     low, high = _interval(float(differences.mean()), se)
     means = per_run["delta"][["rtn", "w8a8"]].mean()
-    ratio = f" (W4/W8A8 = {means['rtn'] / means['w8a8']:.1f}×)" if (means > 0).all() else ""
+    mean_se = np.sqrt((per_run["delta_se"][["rtn", "w8a8"]] ** 2).sum()) / len(per_run)
+    # A ratio to a W8A8 loss inside its own noise would be a ratio to noise (and flip with the CPU it ran on).
+    degrades = (means > 2 * mean_se).all()
+    ratio = f" (W4/W8A8 = {means['rtn'] / means['w8a8']:.1f}×)" if degrades else " (W8A8 δ within its noise: no ratio)"
     return claim(STUDY, text, statistic=f"mean loss δ W4 − W8A8 = {differences.mean():.2e} nats over {len(per_run)} "
-                 f"runs{ratio}", ci=_ci(low, high),
+                 f"runs{ratio}", ci=f"[{low:.2e}, {high:.2e}] (paired evaluation noise: both on each checkpoint)",
                  verdict=verdict_from_interval(low, high, "positive"))
 
 

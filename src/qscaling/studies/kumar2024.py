@@ -8,7 +8,7 @@ quantized with GPTQ, AWQ and RTN at INT3–6 (per-channel weights, the paper's s
 import numpy as np
 import pandas as pd
 
-from qscaling.model import ModelShape
+from qscaling.shape import ModelShape
 from qscaling.studies import Evaluation, Quantization, try_fit
 from qscaling.studies.claims import claim, positive_parameter_claim, slope_claim
 

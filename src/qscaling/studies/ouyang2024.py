@@ -8,7 +8,6 @@ bitsandbytes-style FP4 for the method comparison (Fig. 9). QiD = loss(quantized)
 
 import numpy as np
 import pandas as pd
-import torch
 
 from qscaling.laws import LAWS, fit
 from qscaling.plan import log_spaced_tokens
@@ -89,14 +88,16 @@ def one_factor_fits(table: pd.DataFrame) -> pd.DataFrame:
         for key, group in rows.groupby(fixed):
             if group[factor].nunique() <= len(law.param_names):
                 continue
-            result = fit(law, group, target="delta", bootstrap=0, group_col=None, seed=0)
+            result = fit(law, group, target="delta", bootstrap=100, group_col=None, seed=0)
+            standard_errors = {f"{name}_se": value for name, value in result.standard_errors.items()}
             records.append({"law": law_name, "factor": factor, **dict(zip(fixed, key)), **result.params,
-                            "r2": result.r2, "points": len(group)})
+                            **standard_errors, "r2": result.r2, "points": len(group)})
     return pd.DataFrame(records)
 
 
 def weight_changes(checkpoint_paths: list) -> pd.DataFrame:
     """Fig. 12: relative change ‖W_t+1 − W_t‖/‖W_t‖ of every matrix between adjacent checkpoints of one run."""
+    import torch
     from safetensors.torch import load_file
 
     from qscaling.checkpoint import read_metadata

@@ -14,6 +14,7 @@ import pandas as pd
 from qscaling.checkpoint import load_checkpoint
 from qscaling.evaluate import evaluate_loss, standard_error
 from qscaling.model import count_non_embedding_params
+from qscaling.quant.gptq import DEFAULT_DAMP
 from qscaling.quant.ptq import quantize_model, sample_calibration
 from qscaling.quant.spec import parse_spec
 
@@ -39,7 +40,8 @@ def spec_bits(spec: str) -> int:
 
 
 def score_checkpoint(checkpoint, quantizations, held_out: dict, calibration_tokens, *, calibration: dict,
-                     eval_tokens: int, batch_size: int = 16, device: str = "cpu") -> pd.DataFrame:
+                     eval_tokens: int, batch_size: int = 16, gptq_damp: float = DEFAULT_DAMP,
+                     device: str = "cpu") -> pd.DataFrame:
     """Rows for the unquantized model and every quantization of `checkpoint` on each split in `held_out`."""
     model, metadata = load_checkpoint(checkpoint)
     model.to(device)
@@ -62,7 +64,8 @@ def score_checkpoint(checkpoint, quantizations, held_out: dict, calibration_toke
     for quantization in quantizations:
         quantized = copy.deepcopy(model)
         started = time.perf_counter()
-        quantize_model(quantized, quantization.method, quantization.spec, calib_tokens=calib.to(device))
+        quantize_model(quantized, quantization.method, quantization.spec, calib_tokens=calib.to(device),
+                       gptq_damp=gptq_damp)
         # Timings go to the log, not the table: tables must be byte-identical across reruns.
         logging.getLogger(__name__).info("%s: %.2f s", quantization.label, time.perf_counter() - started)
         for split in quantization.splits:

@@ -1,0 +1,10 @@
+"""Which device a job runs on."""
+
+import torch
+
+
+def resolve_device(name: str) -> str:
+    """`auto` → cuda when torch sees a GPU, else cpu; `cpu` / `cuda` as given."""
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return name

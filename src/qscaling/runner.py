@@ -1,0 +1,105 @@
+"""`qscaling run`: Snakemake on this workflow, resuming by itself after a crash.
+
+A Snakemake run killed hard (kill -9, a lost node, a closed laptop) leaves its lock in `.snakemake/locks` and
+its unfinished outputs marked incomplete; the next plain `snakemake` then refuses with a LockException. Here the
+lock is removed only when no process still works in the directory (a Snakemake process or one of its jobs), the
+run resumes with `--rerun-incomplete`, and it says so; while another run is live it refuses with one line.
+
+    qscaling run [SNAKEMAKE ARGUMENTS ...]      e.g. qscaling run --cores 2 --config scale=smoke
+
+Every argument goes to Snakemake unchanged (`--directory` names the directory checked).
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+
+SNAKEFILE = Path(__file__).resolve().parents[2] / "Snakefile"
+
+
+class DirectoryBusy(RuntimeError):
+    pass
+
+
+def working_directory(snakemake_args: list[str]) -> Path:
+    """The directory Snakemake works in: `--directory`/`-d` when given, else the current one."""
+    for index, argument in enumerate(snakemake_args):
+        if argument in ("--directory", "-d") and index + 1 < len(snakemake_args):
+            return Path(snakemake_args[index + 1]).resolve()
+        if argument.startswith("--directory="):
+            return Path(argument.split("=", 1)[1]).resolve()
+    return Path.cwd().resolve()
+
+
+def is_locked(directory: Path) -> bool:
+    locks = directory / ".snakemake" / "locks"
+    return locks.is_dir() and any(locks.iterdir())
+
+
+def _is_snakemake_process(command: list[str]) -> bool:
+    """A Snakemake process (`snakemake …`, `python -m snakemake …`) or one of its script jobs."""
+    names = [Path(part).name for part in command]
+    return ("snakemake" in names or any(f"{os.sep}.snakemake{os.sep}scripts{os.sep}" in part for part in command)
+            or any(a == "-m" and b == "snakemake" for a, b in zip(command, command[1:])))
+
+
+def processes_in(directory: Path) -> list[psutil.Process]:
+    """Live Snakemake processes (and their jobs) other than this one whose working directory is `directory`."""
+    found = []
+    own = {os.getpid(), *(p.pid for p in psutil.Process().parents())}
+    for process in psutil.process_iter(["pid", "cmdline", "cwd"]):
+        try:
+            command, cwd = process.info["cmdline"] or [], process.info["cwd"]
+        except psutil.Error:
+            continue
+        if process.pid in own or not cwd or not _is_snakemake_process(command):
+            continue
+        if Path(cwd).resolve() == directory:
+            found.append(process)
+    return found
+
+
+def prepare(directory: Path, snakemake_args: list[str]) -> bool:
+    """Clear a stale lock left by a killed run; True when the run resumes one. DirectoryBusy while one is live."""
+    if not is_locked(directory):
+        return False
+    live = processes_in(directory)
+    if live:
+        listed = ", ".join(f"pid {p.pid}" for p in live[:3])
+        raise DirectoryBusy(f"{directory} is in use by a running Snakemake ({listed}); wait for it to finish or stop "
+                            "it first")
+    unlock = subprocess.run([sys.executable, "-m", "snakemake", *_snakefile_args(snakemake_args), *snakemake_args,
+                             "--unlock"], capture_output=True, text=True)
+    if unlock.returncode != 0:
+        raise DirectoryBusy(f"{directory}: snakemake --unlock failed: {unlock.stderr.strip().splitlines()[-1:]}")
+    return True
+
+
+def _snakefile_args(snakemake_args: list[str]) -> list[str]:
+    given = any(a in ("-s", "--snakefile") or a.startswith("--snakefile=") for a in snakemake_args)
+    return [] if given else ["--snakefile", str(SNAKEFILE)]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.usage = "qscaling run [SNAKEMAKE ARGUMENTS ...]   e.g. qscaling run --cores 2 --config scale=smoke"
+    parser.set_defaults(pass_on=True)
+
+
+def run(args) -> int:
+    snakemake_args = list(args.passed_on)
+    directory = working_directory(snakemake_args)
+    try:
+        resuming = prepare(directory, snakemake_args)
+    except DirectoryBusy as error:
+        print(f"qscaling run: {error}", file=sys.stderr)
+        return 1
+    if resuming:
+        print(f"qscaling run: resuming in {directory}: the previous run was interrupted; its lock is removed, "
+              "finished outputs are kept and incomplete ones are made again", flush=True)
+    command = [sys.executable, "-m", "snakemake", *_snakefile_args(snakemake_args), "--rerun-incomplete",
+               *snakemake_args]
+    return subprocess.run(command).returncode
