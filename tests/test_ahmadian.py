@@ -45,7 +45,12 @@ def test_plan_reuses_the_shared_trunks_and_tracks_only_the_precision_runs(defaul
     assert recipe_runs <= set(learning_curve_runs(default_config, planner))  # the final recipe costs nothing
     runs = labels.set_index("variant")["run"]
     assert runs["grad_clip · none"] == runs["weight_decay · 0.001"]  # one run serves both ablations
-    assert len(set(labels["run"])) == 17 and len(set(labels["run"]) - recipe_runs) == 14
+    assert len(set(labels["run"])) == 19 and len(set(labels["run"]) - recipe_runs) == 16
+    seeds = labels[labels["factor"] == "seed"]
+    assert seeds["level"].tolist() == ["1", "2"] and set(seeds["size"]) == {"N50k"}
+    for run in seeds["run"]:  # the final recipe again, another seed
+        spec = planner.runs[run].spec
+        assert spec.seed in (1, 2) and spec.weight_decay == 0.1 and spec.grad_clip == 1.0 and spec.dropout == 0.0
     tokens = {}
     for evaluation in evaluations["ahmadian2023"]:
         tokens.setdefault(evaluation.run, set()).add(evaluation.tokens)
@@ -111,8 +116,9 @@ def test_attach_labels_repeats_a_shared_run_under_each_variant():
     assert sorted(table["factor"].unique()) == ["grad_clip", "weight_decay"]
 
 
-def synthetic_table(sensitive: bool) -> pd.DataFrame:
-    """Final W8A8/W4 rows where degradation follows the paper (sensitive=True) or its opposite."""
+def synthetic_table(sensitive: bool, seed_spread: float = 0.0) -> pd.DataFrame:
+    """Final W8A8/W4 rows where degradation follows the paper (sensitive=True) or its opposite, and the final
+    recipe's W8A8 δ over three seeds, `seed_spread` apart."""
     sign = 1.0 if sensitive else -1.0
     levels = [("weight_decay", "0.001", "", 3.0), ("weight_decay", "0.01", "", 2.0), ("weight_decay", "0.1", "", 1.0),
               ("dropout", "0", "", 1.0), ("dropout", "0.4", "", 2.0), ("dropout", "0.8", "", 3.0),
@@ -124,10 +130,15 @@ def synthetic_table(sensitive: bool) -> pd.DataFrame:
         for method, scale in (("w8a8", 1.0), ("rtn", 20.0)):
             rows.append({"run": f"run{index}", "factor": factor, "level": level, "group": group, "final": True,
                          "method": method, "delta": delta * scale, "delta_se": 1e-5, "pct_change": -badness,
-                         "gain_std": badness, "rmse": badness + 0.1 * index, "outliers_llm_int8": 0})
+                         "gain_std": badness, "rmse": badness + 0.1 * index, "outliers_llm_int8": 0, "size": "N50k"})
     rows.append({"run": "recipe", "factor": "recipe", "level": "final", "group": "", "final": True, "method": "none",
                  "delta": 0.0, "delta_se": 0.0, "pct_change": 0.0, "gain_std": 1.0, "rmse": 1.0,
-                 "outliers_llm_int8": 0})
+                 "outliers_llm_int8": 0, "size": "N50k"})
+    for run, factor, level, offset in (("recipe", "recipe", "final", 0), ("seed1", "seed", "1", 1),
+                                       ("seed2", "seed", "2", -1)):
+        rows.append({"run": run, "factor": factor, "level": level, "group": "", "final": True, "method": "w8a8",
+                     "delta": 2e-3 + offset * seed_spread, "delta_se": 1e-5, "pct_change": 0.0, "gain_std": 1.0,
+                     "rmse": 1.0, "outliers_llm_int8": 0, "size": "N50k"})
     return pd.DataFrame(rows)
 
 
@@ -139,6 +150,18 @@ def test_claims_follow_the_data(default_config):
     assert opposite[4] == "reproduced"  # W4 still costs more than W8A8 in the opposite world
     empty = study.claims(synthetic_table(True).iloc[:0], {}, default_config)
     assert all(row["verdict"] == "inconclusive" for row in empty)
+
+
+def test_a_difference_between_runs_inside_the_seed_spread_is_inconclusive(default_config):
+    """The ablation effects above are ~1e-3 nats; three seeds of the recipe 1e-2 apart make every comparison of
+    separately trained runs inconclusive, while W4 vs W8A8 (both on each checkpoint) stays reproduced."""
+    table = synthetic_table(True, seed_spread=1e-2)
+    noise = study.seed_noise(table, default_config)
+    assert noise.seeds == 3 and noise.sd == pytest.approx(1e-2)
+    claims = study.claims(table, {}, default_config)
+    assert [row["verdict"] for row in claims[:4]] == ["inconclusive"] * 4
+    assert all("σ_seed = 1.0e-02 over 3 seeds" in row["ci"] for row in claims[:4])
+    assert claims[4]["verdict"] == "reproduced" and "paired evaluation noise" in claims[4]["ci"]
 
 
 def test_released_opt_checkpoint_is_scored_with_its_own_tokenizer(tmp_path):

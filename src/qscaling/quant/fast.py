@@ -21,6 +21,7 @@ import functools
 import itertools
 import os
 import shutil
+from pathlib import Path
 
 import torch
 
@@ -169,16 +170,22 @@ def _fp_rows(groups: torch.Tensor, spec: QuantSpec, fmt: FloatFormat, exact_arit
     return torch.copysign(rounded, scaled) / scale
 
 
+# The names torch gives its CPU code paths (ATEN_CPU_CAPABILITY): one Inductor cache folder each.
+_CAPABILITIES = ("default", "avx2", "avx512", "zvector", "vsx", "sve128", "sve256")
+
+
 @functools.cache
 def _inductor_cache_per_capability() -> None:
     """Inductor's cache keys leave out the vector ISA its C++ was generated for: code cached under one
-    ATEN_CPU_CAPABILITY and reused under another fails to compile (`at::vec` undeclared under `default`). Unless
-    the user chose a cache directory, each capability gets its own."""
-    if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
-        from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+    ATEN_CPU_CAPABILITY and reused under another fails to compile (`at::vec` undeclared under `default`). So the
+    cache directory — the user's, or the one torch set for this process or its parent — gets one sub-folder per
+    capability."""
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
 
-        capability = torch.backends.cpu.get_cpu_capability().lower()
-        os.environ["TORCHINDUCTOR_CACHE_DIR"] = f"{default_cache_dir()}_{capability}"
+    base = Path(os.environ.get("TORCHINDUCTOR_CACHE_DIR") or default_cache_dir())
+    if base.name in _CAPABILITIES:
+        base = base.parent
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(base / torch.backends.cpu.get_cpu_capability().lower())
 
 
 @functools.cache

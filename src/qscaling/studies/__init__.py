@@ -1,6 +1,7 @@
 """Studies: each paper's grid as runs and evaluations, its tidy table, the laws it fits and the claims it checks.
 
 Every study module exposes the same surface:
+  `check_config(config)`                        ConfigError naming the key of any bad size, spec or grid value
   `plan(config, planner) -> list[Evaluation]`   the checkpoints it scores (asking the planner for runs)
   `quantizations(config) -> list[Quantization]` what each checkpoint is quantized with
   `build_table(rows, config) -> DataFrame`      its tidy table from the evaluation rows

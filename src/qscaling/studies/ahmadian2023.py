@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from qscaling.config import ConfigError, check_sizes, check_weight_spec
 from qscaling.studies import Evaluation, Quantization
 from qscaling.studies.claims import claim, verdict_from_interval
 
@@ -63,6 +64,43 @@ def level_label(value) -> str:
     return "none" if value is None else value if isinstance(value, str) else f"{value:g}"
 
 
+def _check_recipe_value(key: str, name: str, value) -> None:
+    """weight_decay ≥ 0, grad_clip null or > 0, dropout in [0, 1), precision one of PRECISIONS."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if name not in FACTORS:
+        raise ConfigError(f"config key {key}: unknown recipe field '{name}' (valid: {', '.join(FACTORS)})")
+    if name == "precision" and value not in PRECISIONS:
+        raise ConfigError(f"config key {key}: precision {value!r} is not one of {', '.join(PRECISIONS)}")
+    if name == "weight_decay" and not (number and value >= 0):
+        raise ConfigError(f"config key {key}: weight_decay {value!r} must be a number ≥ 0")
+    if name == "grad_clip" and not (value is None or (number and value > 0)):
+        raise ConfigError(f"config key {key}: grad_clip {value!r} must be null (no clipping) or a number > 0")
+    if name == "dropout" and not (number and 0 <= value < 1):
+        raise ConfigError(f"config key {key}: dropout {value!r} must be a number in [0, 1)")
+
+
+def check_config(config: dict) -> None:
+    """Sizes, both weight specs and every recipe value of the grid, before any job exists."""
+    study, key = config["studies"][STUDY], f"studies.{STUDY}"
+    if study["source"] == "train":
+        check_sizes(config, f"{key}.size", study["size"])
+        check_sizes(config, f"{key}.sizes", study["sizes"])
+    check_weight_spec(f"{key}.w8a8_weights", "w8a8", study["w8a8_weights"])
+    check_weight_spec(f"{key}.w4", "rtn", study["w4"])
+    for part in ("recipe", "outlier_prone"):
+        for name, value in study[part].items():
+            _check_recipe_value(f"{key}.{part}.{name}", name, value)
+    for factor, ablation in study["ablations"].items():
+        where = f"{key}.ablations.{factor}"
+        for index, value in enumerate(ablation["values"]):
+            _check_recipe_value(f"{where}.values.{index}", factor, value)
+        for name, value in ablation.get("with", {}).items():
+            _check_recipe_value(f"{where}.with.{name}", name, value)
+        for name, values in (ablation.get("across") or {}).items():
+            for index, value in enumerate(values):
+                _check_recipe_value(f"{where}.across.{name}.{index}", name, value)
+
+
 def _variant(factor, level, group, size, recipe, tracked, seed=None) -> Variant:
     if recipe["precision"] not in PRECISIONS:
         raise ValueError(f"studies.{STUDY}: precision '{recipe['precision']}' is not one of {PRECISIONS}")
@@ -73,10 +111,8 @@ def variants(config: dict) -> list[Variant]:
     """Every recipe of the grid (the same recipe may appear under several factors; the planner shares its run)."""
     study = config["studies"][STUDY]
     base, size, tracked = dict(study["recipe"]), study["size"], set(study["tracked"])
-    for where, name in (("size", size), *((f"sizes.{i}", s) for i, s in enumerate(study["sizes"]))):
-        if name not in config["ladder"]:
-            raise ValueError(f"config key studies.{STUDY}.{where}: size '{name}' is not in ladder "
-                             f"(defined: {', '.join(config['ladder'])})")
+    check_sizes(config, f"studies.{STUDY}.size", size)
+    check_sizes(config, f"studies.{STUDY}.sizes", study["sizes"])
     out = []
     for factor, ablation in study["ablations"].items():
         crossed = list((ablation.get("across") or {}).items())

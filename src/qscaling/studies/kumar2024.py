@@ -8,6 +8,7 @@ quantized with GPTQ, AWQ and RTN at INT3–6 (per-channel weights, the paper's s
 import numpy as np
 import pandas as pd
 
+from qscaling.config import check_sizes, check_weight_spec
 from qscaling.shape import ModelShape
 from qscaling.studies import Evaluation, Quantization, try_fit
 from qscaling.studies.claims import claim, positive_parameter_claim, slope_claim
@@ -18,6 +19,16 @@ STUDY = "kumar2024"
 def non_embedding_params(config: dict, size: str) -> int:
     return ModelShape(**config["ladder"][size], vocab_size=config["corpus"]["vocab_size"],
                       seq_len=config["training"]["seq_len"]).non_embedding_params
+
+
+def check_config(config: dict) -> None:
+    """Sizes, and the weight format at every (method, bits), before any job exists."""
+    study, key = config["studies"][STUDY], f"studies.{STUDY}"
+    check_sizes(config, f"{key}.sizes", study["sizes"])
+    check_sizes(config, f"{key}.schedule_ablation.size", study["schedule_ablation"]["size"])
+    for method in study["methods"]:
+        for bits in study["bits"]:
+            check_weight_spec(f"{key}.weight_format", method, study["weight_format"], bits=bits)
 
 
 def plan(config: dict, planner) -> list[Evaluation]:

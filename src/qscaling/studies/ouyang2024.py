@@ -9,6 +9,7 @@ bitsandbytes-style FP4 for the method comparison (Fig. 9). QiD = loss(quantized)
 import numpy as np
 import pandas as pd
 
+from qscaling.config import ConfigError, check_method_spec, check_sizes, check_weight_spec
 from qscaling.laws import LAWS, fit
 from qscaling.plan import log_spaced_tokens
 from qscaling.studies import Evaluation, Quantization, try_fit
@@ -21,6 +22,19 @@ ONE_FACTOR = {"qid_tokens": ("D", ["N", "bits"]), "qid_size": ("N", ["D", "bits"
 def checkpoints(config: dict) -> list[int]:
     study = config["studies"][STUDY]
     return log_spaced_tokens(study["first_checkpoint"], study["last_checkpoint"], study["checkpoints"])
+
+
+def check_config(config: dict) -> None:
+    """Sizes, checkpoint range and every GPTQ / comparison spec, before any job exists."""
+    study, key = config["studies"][STUDY], f"studies.{STUDY}"
+    if study["source"] == "train":
+        check_sizes(config, f"{key}.sizes", study["sizes"])
+    if study["first_checkpoint"] >= study["last_checkpoint"]:
+        raise ConfigError(f"config key {key}.first_checkpoint: must be below last_checkpoint")
+    for bits in study["gptq_bits"]:
+        check_weight_spec(f"{key}.group_size", "gptq", f"int{bits}:g{{group}}:gptq", group=study["group_size"])
+    for index, entry in enumerate(study["compare"]):
+        check_method_spec(f"{key}.compare.{index}", entry, group=study["group_size"])
 
 
 def plan(config: dict, planner) -> list[Evaluation]:
