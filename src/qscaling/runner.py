@@ -72,16 +72,17 @@ def prepare(directory: Path, snakemake_args: list[str]) -> bool:
         listed = ", ".join(f"pid {p.pid}" for p in live[:3])
         raise DirectoryBusy(f"{directory} is in use by a running Snakemake ({listed}); wait for it to finish or stop "
                             "it first")
-    unlock = subprocess.run([sys.executable, "-m", "snakemake", *_snakefile_args(snakemake_args), *snakemake_args,
-                             "--unlock"], capture_output=True, text=True)
+    unlock = subprocess.run(_snakemake(snakemake_args, "--unlock"), capture_output=True, text=True)
     if unlock.returncode != 0:
         raise DirectoryBusy(f"{directory}: snakemake --unlock failed: {unlock.stderr.strip().splitlines()[-1:]}")
     return True
 
 
-def _snakefile_args(snakemake_args: list[str]) -> list[str]:
+def _snakemake(snakemake_args: list[str], *extra: str) -> list[str]:
+    """The Snakemake command line: this workflow's Snakefile unless the arguments name one."""
     given = any(a in ("-s", "--snakefile") or a.startswith("--snakefile=") for a in snakemake_args)
-    return [] if given else ["--snakefile", str(SNAKEFILE)]
+    snakefile = [] if given else ["--snakefile", str(SNAKEFILE)]
+    return [sys.executable, "-m", "snakemake", *snakefile, *snakemake_args, *extra]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -100,6 +101,4 @@ def run(args) -> int:
     if resuming:
         print(f"qscaling run: resuming in {directory}: the previous run was interrupted; its lock is removed, "
               "finished outputs are kept and incomplete ones are made again", flush=True)
-    command = [sys.executable, "-m", "snakemake", *_snakefile_args(snakemake_args), "--rerun-incomplete",
-               *snakemake_args]
-    return subprocess.run(command).returncode
+    return subprocess.run(_snakemake(snakemake_args, "--rerun-incomplete")).returncode
