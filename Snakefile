@@ -19,10 +19,10 @@ include: "workflow/rules/ahmadian2023.smk"
 
 
 rule all:
+    default_target: True
     input:
         ALL_FIGURES,
         LAW_FIGURES,
         AHMADIAN_TARGETS,
         rules.collect_claims.output,
         REPORT_TABLES,
-    default_target: True

@@ -53,8 +53,9 @@ def awkward_rows(rows: int, cols: int, seed: int, device: str = "cpu") -> torch.
     return x.to(device)
 
 
-def markov_tokens(n_tokens: int, vocab_size: int, *, chain_seed: int = 0, path_seed: int = 0,
-                  branching: int = 4) -> np.ndarray:
+def markov_tokens(
+    n_tokens: int, vocab_size: int, *, chain_seed: int = 0, path_seed: int = 0, branching: int = 4
+) -> np.ndarray:
     """A sparse Markov chain: each token has `branching` likely successors, so a model can learn it.
 
     `chain_seed` fixes the transition table (the "language"), `path_seed` the sampled text.
@@ -78,18 +79,41 @@ def token_files(tmp_path_factory) -> dict:
     return paths
 
 
-def run_snakemake(workdir: Path, *args: str, scale: str = "smoke", timeout: int = 900,
-                  env: dict | None = None) -> subprocess.CompletedProcess:
+def run_snakemake(
+    workdir: Path, *args: str, scale: str = "smoke", timeout: int = 900, env: dict | None = None
+) -> subprocess.CompletedProcess:
     """The real Snakefile, run with `workdir` as its working directory (`env`: extra environment variables)."""
-    command = [sys.executable, "-m", "snakemake", "-s", str(REPO_ROOT / "Snakefile"), "--directory", str(workdir),
-               "--cores", "2", "--config", f"scale={scale}", *args]
+    command = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(REPO_ROOT / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--cores",
+        "2",
+        "--config",
+        f"scale={scale}",
+        *args,
+    ]
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
 
 
 def qscaling_run_command(workdir: Path, scale: str = "smoke") -> list[str]:
     """`qscaling run` (what `make figures` calls) on the smoke target in `workdir`."""
-    return [sys.executable, "-m", "qscaling.cli", "run", "--directory", str(workdir), "--cores", "2",
-            "--config", f"scale={scale}"]
+    return [
+        sys.executable,
+        "-m",
+        "qscaling.cli",
+        "run",
+        "--directory",
+        str(workdir),
+        "--cores",
+        "2",
+        "--config",
+        f"scale={scale}",
+    ]
 
 
 @dataclass
@@ -112,8 +136,9 @@ def kill_when_done(command: list[str], log: Path, fraction: float, timeout: floa
             if done and int(done[-1][0]) >= fraction * int(done[-1][1]):
                 return " ".join(done[-1][:2]) + " steps done"
             time.sleep(0.5)
-        raise AssertionError(f"the run ended or timed out before {fraction:.0%} of it was done:\n"
-                             + log.read_text()[-2000:])
+        raise AssertionError(
+            f"the run ended or timed out before {fraction:.0%} of it was done:\n" + log.read_text()[-2000:]
+        )
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
@@ -150,8 +175,9 @@ def smoke_runs(tmp_path_factory, interrupted_smoke_run) -> list[Path]:
 def cpu_capability(env: dict | None = None) -> str:
     """The vector ISA torch's CPU kernels take in a fresh process with `env` added."""
     probe = [sys.executable, "-c", "import torch; print(torch.backends.cpu.get_cpu_capability().lower())"]
-    return subprocess.run(probe, capture_output=True, text=True, check=True,
-                          env={**os.environ, **(env or {})}).stdout.strip()
+    return subprocess.run(
+        probe, capture_output=True, text=True, check=True, env={**os.environ, **(env or {})}
+    ).stdout.strip()
 
 
 def alternate_cpu() -> dict:

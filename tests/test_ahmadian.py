@@ -29,13 +29,23 @@ def test_grid_has_the_papers_one_factor_ablations(default_config):
     by_factor = {f: [v for v in variants if v.factor == f] for f in {v.factor for v in variants}}
     assert [v.level for v in by_factor["weight_decay"]] == ["0.001", "0.01", "0.1"]
     assert all(dict(v.recipe)["grad_clip"] is None for v in by_factor["weight_decay"])  # the paper's: no clipping
-    assert {(dict(v.recipe)["grad_clip"], dict(v.recipe)["weight_decay"]) for v in by_factor["grad_clip"]} \
-        == {(None, 0.001), (1.0, 0.001)}
+    assert {(dict(v.recipe)["grad_clip"], dict(v.recipe)["weight_decay"]) for v in by_factor["grad_clip"]} == {
+        (None, 0.001),
+        (1.0, 0.001),
+    }
     assert {(v.level, v.group) for v in by_factor["precision"]} == {
-        ("bf16", "wd 0.1"), ("bf16", "wd 0.01"), ("fp16", "wd 0.1"), ("fp16", "wd 0.01")}
+        ("bf16", "wd 0.1"),
+        ("bf16", "wd 0.01"),
+        ("fp16", "wd 0.1"),
+        ("fp16", "wd 0.01"),
+    }
     assert [v.size for v in by_factor["recipe"]] == default_config["studies"]["ahmadian2023"]["sizes"]
-    assert dict(by_factor["outlier_prone"][0].recipe) == {"weight_decay": 0.001, "grad_clip": None, "dropout": 0.0,
-                                                          "precision": "fp16"}
+    assert dict(by_factor["outlier_prone"][0].recipe) == {
+        "weight_decay": 0.001,
+        "grad_clip": None,
+        "dropout": 0.0,
+        "precision": "fp16",
+    }
 
 
 def test_plan_reuses_the_shared_trunks_and_tracks_only_the_precision_runs(default_config):
@@ -71,8 +81,12 @@ def test_plan_reuses_the_shared_trunks_and_tracks_only_the_precision_runs(defaul
 @pytest.mark.parametrize("precision, dtype", [("bf16", torch.bfloat16), ("fp16", torch.float16)])
 def test_precision_emulation_is_the_16_bit_cast(precision, dtype):
     finfo = torch.finfo(dtype)
-    x = torch.cat([torch.randn(4096, generator=torch.Generator().manual_seed(0)) * 50,
-                   torch.tensor([finfo.tiny, finfo.tiny / 8, -finfo.max, finfo.max * 0.999, 0.0, -0.0, 1 / 3])])
+    x = torch.cat(
+        [
+            torch.randn(4096, generator=torch.Generator().manual_seed(0)) * 50,
+            torch.tensor([finfo.tiny, finfo.tiny / 8, -finfo.max, finfo.max * 0.999, 0.0, -0.0, 1 / 3]),
+        ]
+    )
     assert torch.equal(quantize(x, study.EMULATED_FORMATS[precision]), x.to(dtype).float())
 
 
@@ -109,8 +123,10 @@ def test_task_changes_are_paired_per_item():
 
 def test_attach_labels_repeats_a_shared_run_under_each_variant():
     rows = pd.DataFrame({"run": ["r", "r"], "milestone": [300, 600], "size": ["N50k", "N50k"]})
-    labels = [{"run": "r", "factor": "weight_decay", "level": "0.001", "size": "N50k"},
-              {"run": "r", "factor": "grad_clip", "level": "none", "size": "N50k"}]
+    labels = [
+        {"run": "r", "factor": "weight_decay", "level": "0.001", "size": "N50k"},
+        {"run": "r", "factor": "grad_clip", "level": "none", "size": "N50k"},
+    ]
     table = study.attach_labels(rows, labels, 600)
     assert len(table) == 4 and table["final"].tolist() == [False, False, True, True]
     assert sorted(table["factor"].unique()) == ["grad_clip", "weight_decay"]
@@ -120,25 +136,78 @@ def synthetic_table(sensitive: bool, seed_spread: float = 0.0) -> pd.DataFrame:
     """Final W8A8/W4 rows where degradation follows the paper (sensitive=True) or its opposite, and the final
     recipe's W8A8 δ over three seeds, `seed_spread` apart."""
     sign = 1.0 if sensitive else -1.0
-    levels = [("weight_decay", "0.001", "", 3.0), ("weight_decay", "0.01", "", 2.0), ("weight_decay", "0.1", "", 1.0),
-              ("dropout", "0", "", 1.0), ("dropout", "0.4", "", 2.0), ("dropout", "0.8", "", 3.0),
-              ("grad_clip", "none", "", 3.0), ("grad_clip", "1", "", 1.0),
-              ("precision", "bf16", "wd 0.1", 1.0), ("precision", "fp16", "wd 0.1", 2.5)]
+    levels = [
+        ("weight_decay", "0.001", "", 3.0),
+        ("weight_decay", "0.01", "", 2.0),
+        ("weight_decay", "0.1", "", 1.0),
+        ("dropout", "0", "", 1.0),
+        ("dropout", "0.4", "", 2.0),
+        ("dropout", "0.8", "", 3.0),
+        ("grad_clip", "none", "", 3.0),
+        ("grad_clip", "1", "", 1.0),
+        ("precision", "bf16", "wd 0.1", 1.0),
+        ("precision", "fp16", "wd 0.1", 2.5),
+    ]
     rows = []
     for index, (factor, level, group, badness) in enumerate(levels):
         delta = 1e-3 * (2 + sign * badness)
         for method, scale in (("w8a8", 1.0), ("rtn", 20.0)):
-            rows.append({"run": f"run{index}", "factor": factor, "level": level, "group": group, "final": True,
-                         "method": method, "delta": delta * scale, "delta_se": 1e-5, "pct_change": -badness,
-                         "gain_std": badness, "rmse": badness + 0.1 * index, "outliers_llm_int8": 0, "size": "N50k"})
-    rows.append({"run": "recipe", "factor": "recipe", "level": "final", "group": "", "final": True, "method": "none",
-                 "delta": 0.0, "delta_se": 0.0, "pct_change": 0.0, "gain_std": 1.0, "rmse": 1.0,
-                 "outliers_llm_int8": 0, "size": "N50k"})
-    for run, factor, level, offset in (("recipe", "recipe", "final", 0), ("seed1", "seed", "1", 1),
-                                       ("seed2", "seed", "2", -1)):
-        rows.append({"run": run, "factor": factor, "level": level, "group": "", "final": True, "method": "w8a8",
-                     "delta": 2e-3 + offset * seed_spread, "delta_se": 1e-5, "pct_change": 0.0, "gain_std": 1.0,
-                     "rmse": 1.0, "outliers_llm_int8": 0, "size": "N50k"})
+            rows.append(
+                {
+                    "run": f"run{index}",
+                    "factor": factor,
+                    "level": level,
+                    "group": group,
+                    "final": True,
+                    "method": method,
+                    "delta": delta * scale,
+                    "delta_se": 1e-5,
+                    "pct_change": -badness,
+                    "gain_std": badness,
+                    "rmse": badness + 0.1 * index,
+                    "outliers_llm_int8": 0,
+                    "size": "N50k",
+                }
+            )
+    rows.append(
+        {
+            "run": "recipe",
+            "factor": "recipe",
+            "level": "final",
+            "group": "",
+            "final": True,
+            "method": "none",
+            "delta": 0.0,
+            "delta_se": 0.0,
+            "pct_change": 0.0,
+            "gain_std": 1.0,
+            "rmse": 1.0,
+            "outliers_llm_int8": 0,
+            "size": "N50k",
+        }
+    )
+    for run, factor, level, offset in (
+        ("recipe", "recipe", "final", 0),
+        ("seed1", "seed", "1", 1),
+        ("seed2", "seed", "2", -1),
+    ):
+        rows.append(
+            {
+                "run": run,
+                "factor": factor,
+                "level": level,
+                "group": "",
+                "final": True,
+                "method": "w8a8",
+                "delta": 2e-3 + offset * seed_spread,
+                "delta_se": 1e-5,
+                "pct_change": 0.0,
+                "gain_std": 1.0,
+                "rmse": 1.0,
+                "outliers_llm_int8": 0,
+                "size": "N50k",
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -166,12 +235,12 @@ def test_a_difference_between_runs_inside_the_seed_spread_is_inconclusive(defaul
 
 def test_released_opt_checkpoint_is_scored_with_its_own_tokenizer(tmp_path):
     """Paper scale, offline: a local HF-format OPT directory stands in for facebook/opt-* at a revision."""
+    from test_tasks import synthetic_documents
     from transformers import OPTConfig, OPTForCausalLM, PreTrainedTokenizerFast
 
     from qscaling.data.tokens import train_tokenizer
     from qscaling.hub import import_revision
     from qscaling.tasks import TASKS, build_tasks, held_out_documents
-    from test_tasks import synthetic_documents
 
     documents = synthetic_documents(count=8)
     corpus_tokenizer = train_tokenizer([" ".join(d) for d in documents], 300)
@@ -180,21 +249,43 @@ def test_released_opt_checkpoint_is_scored_with_its_own_tokenizer(tmp_path):
     revision = tmp_path / "opt-tiny" / "main"
     PreTrainedTokenizerFast(tokenizer_object=opt_tokenizer, eos_token="<|endoftext|>").save_pretrained(revision)
     torch.manual_seed(0)
-    OPTForCausalLM(OPTConfig(vocab_size=280, hidden_size=16, num_hidden_layers=2, ffn_dim=32, num_attention_heads=2,
-                             word_embed_proj_dim=16, max_position_embeddings=64)).save_pretrained(revision)
-    import_revision(str(tmp_path / "opt-tiny"), "main", tmp_path / "ckpt", run_id="hub-opt-tiny", tokens_seen=1000,
-                    size="opt-tiny")
+    OPTForCausalLM(
+        OPTConfig(
+            vocab_size=280,
+            hidden_size=16,
+            num_hidden_layers=2,
+            ffn_dim=32,
+            num_attention_heads=2,
+            word_embed_proj_dim=16,
+            max_position_embeddings=64,
+        )
+    ).save_pretrained(revision)
+    import_revision(
+        str(tmp_path / "opt-tiny"), "main", tmp_path / "ckpt", run_id="hub-opt-tiny", tokens_seen=1000, size="opt-tiny"
+    )
     eos = corpus_tokenizer.token_to_id("<|endoftext|>")
     val = np.array([i for d in documents for i in (*corpus_tokenizer.encode(" ".join(d)).ids, eos)], dtype=np.uint16)
     source = {"repo": str(tmp_path / "opt-tiny"), "revision": "main"}
     tokenizer, held_out = study.task_tokenizer(tmp_path / "tokenizer.json", val, source)
     assert held_out.max() < 280 and tokenizer.decode(held_out[:40].tolist()).split()[:2] == documents[0][:2]
-    build_tasks(held_out_documents(val, corpus_tokenizer, eos), tmp_path / "tasks", items=4, context_words=6,
-                continuation_words=2, seed=0)
+    build_tasks(
+        held_out_documents(val, corpus_tokenizer, eos),
+        tmp_path / "tasks",
+        items=4,
+        context_words=6,
+        continuation_words=2,
+        seed=0,
+    )
     rows, proxies, _ = study.score_checkpoint(
-        tmp_path / "ckpt", study.quantizations({"studies": {"ahmadian2023": {"w8a8_weights": "int8:channel",
-                                                                           "w4": "int4:channel"}}}),
-        held_out, tokenizer=tokenizer, tasks=TASKS, task_dir=tmp_path / "tasks", eval_tokens=600, proxy_windows=2)
+        tmp_path / "ckpt",
+        study.quantizations({"studies": {"ahmadian2023": {"w8a8_weights": "int8:channel", "w4": "int4:channel"}}}),
+        held_out,
+        tokenizer=tokenizer,
+        tasks=TASKS,
+        task_dir=tmp_path / "tasks",
+        eval_tokens=600,
+        proxy_windows=2,
+    )
     assert rows["method"].tolist() == ["none", "w8a8", "rtn"] and (rows["D"] == 1000).all()
     assert rows.loc[rows["method"] == "none", "delta"].item() == 0.0
     assert proxies["gain_std"].notna().all() and len(proxies) == 2  # pre-norm OPT: LayerNorm gains exist

@@ -49,41 +49,82 @@ MALFORMED = [
 # must stop the parse, naming the key, rather than a job hours later.
 SPECS = "studies.{}".format
 MALFORMED_SPECS = [
-    ({"studies": {"ouyang2024": {"compare": ["awq:int9:g32"]}}}, SPECS(r"ouyang2024\.compare\.0: .*bits must be 2\.\.8")),
-    ({"studies": {"ouyang2024": {"compare": ["rtn:int4:g8", "gptq:fp:e2m1:unscaled"]}}},
-     SPECS(r"ouyang2024\.compare\.1: gptq needs tensor, channel, group granularity")),
-    ({"studies": {"ouyang2024": {"compare": ["w8a8:int8:channel"]}}}, SPECS(r"ouyang2024\.compare\.0: 'w8a8:int8:channel' does not match")),
-    ({"studies": {"ouyang2024": {"compare": ["awq:int4:g{groups}"]}}},
-     SPECS(r"ouyang2024\.compare\.0: .*unknown placeholder 'groups'")),
-    ({"studies": {"ouyang2024": {"compare": ["rtn:fp:e9m2:b32"]}}}, SPECS(r"ouyang2024\.compare\.0: quant spec 'fp:e9m2:b32'")),
+    (
+        {"studies": {"ouyang2024": {"compare": ["awq:int9:g32"]}}},
+        SPECS(r"ouyang2024\.compare\.0: .*bits must be 2\.\.8"),
+    ),
+    (
+        {"studies": {"ouyang2024": {"compare": ["rtn:int4:g8", "gptq:fp:e2m1:unscaled"]}}},
+        SPECS(r"ouyang2024\.compare\.1: gptq needs tensor, channel, group granularity"),
+    ),
+    (
+        {"studies": {"ouyang2024": {"compare": ["w8a8:int8:channel"]}}},
+        SPECS(r"ouyang2024\.compare\.0: 'w8a8:int8:channel' does not match"),
+    ),
+    (
+        {"studies": {"ouyang2024": {"compare": ["awq:int4:g{groups}"]}}},
+        SPECS(r"ouyang2024\.compare\.0: .*unknown placeholder 'groups'"),
+    ),
+    (
+        {"studies": {"ouyang2024": {"compare": ["rtn:fp:e9m2:b32"]}}},
+        SPECS(r"ouyang2024\.compare\.0: quant spec 'fp:e9m2:b32'"),
+    ),
     ({"studies": {"ouyang2024": {"gptq_bits": [9]}}}, SPECS(r"ouyang2024\.gptq_bits\.0")),
     ({"studies": {"ouyang2024": {"first_checkpoint": 10**8}}}, SPECS(r"ouyang2024\.first_checkpoint: must be below")),
-    ({"studies": {"ouyang2024": {"sizes": ["N25k", "N9M"]}}}, SPECS(r"ouyang2024\.sizes\.1: size 'N9M' is not in ladder")),
+    (
+        {"studies": {"ouyang2024": {"sizes": ["N25k", "N9M"]}}},
+        SPECS(r"ouyang2024\.sizes\.1: size 'N9M' is not in ladder"),
+    ),
     ({"studies": {"kumar2024": {"weight_format": "int{bits}:g0"}}}, SPECS(r"kumar2024\.weight_format: .*group size")),
-    ({"studies": {"kumar2024": {"weight_format": "int{bits}:token"}}},
-     SPECS(r"kumar2024\.weight_format: gptq needs tensor, channel, group granularity, got 'int3:token'")),
-    ({"studies": {"kumar2024": {"weight_format": "int{bits}:channel:asym:gptq"}}},
-     SPECS(r"kumar2024\.weight_format: quant spec 'int3:channel:asym:gptq'")),
+    (
+        {"studies": {"kumar2024": {"weight_format": "int{bits}:token"}}},
+        SPECS(r"kumar2024\.weight_format: gptq needs tensor, channel, group granularity, got 'int3:token'"),
+    ),
+    (
+        {"studies": {"kumar2024": {"weight_format": "int{bits}:channel:asym:gptq"}}},
+        SPECS(r"kumar2024\.weight_format: quant spec 'int3:channel:asym:gptq'"),
+    ),
     ({"studies": {"kumar2024": {"weight_format": "int{bits}:chanel"}}}, SPECS(r"kumar2024\.weight_format: .*'chanel'")),
     ({"studies": {"kumar2024": {"methods": ["gptq", "hqq"]}}}, SPECS(r"kumar2024\.methods\.1")),
     ({"studies": {"kumar2024": {"sizes": ["N1G"]}}}, SPECS(r"kumar2024\.sizes\.0: size 'N1G' is not in ladder")),
-    ({"studies": {"kumar2024": {"schedule_ablation": {"size": "N1M"}}}},
-     SPECS(r"kumar2024\.schedule_ablation\.size: size 'N1M' is not in ladder")),
+    (
+        {"studies": {"kumar2024": {"schedule_ablation": {"size": "N1M"}}}},
+        SPECS(r"kumar2024\.schedule_ablation\.size: size 'N1M' is not in ladder"),
+    ),
     ({"studies": {"ahmadian2023": {"w4": "int4:chanel"}}}, SPECS(r"ahmadian2023\.w4: quant spec 'int4:chanel'")),
     ({"studies": {"ahmadian2023": {"w8a8_weights": "int16:channel"}}}, SPECS(r"ahmadian2023\.w8a8_weights: .*bits")),
     ({"studies": {"ahmadian2023": {"w8a8_weights": 8}}}, SPECS(r"ahmadian2023\.w8a8_weights")),
     ({"studies": {"ahmadian2023": {"recipe": {"precision": "fp8"}}}}, SPECS(r"ahmadian2023\.recipe\.precision")),
-    ({"studies": {"ahmadian2023": {"outlier_prone": {"precision": "int8"}}}},
-     SPECS(r"ahmadian2023\.outlier_prone\.precision")),
-    ({"studies": {"ahmadian2023": {"ablations": {"precision": {"values": ["bf16", "fp8"]}}}}},
-     SPECS(r"ahmadian2023\.ablations\.precision\.values\.1: precision 'fp8'")),
-    ({"studies": {"ahmadian2023": {"ablations": {"dropout": {"values": [0.0, 1.5]}}}}},
-     SPECS(r"ahmadian2023\.ablations\.dropout\.values\.1: dropout 1\.5")),
-    ({"studies": {"ahmadian2023": {"ablations": {"grad_clip": {"values": [None, 1.0], "with": {"weight_decay": -1}}}}}},
-     SPECS(r"ahmadian2023\.ablations\.grad_clip\.with\.weight_decay: weight_decay -1")),
-    ({"studies": {"ahmadian2023": {"ablations": {"precision": {"values": ["bf16", "fp16"],
-                                                               "across": {"weight_decay": [0.1, -0.5]}}}}}},
-     SPECS(r"ahmadian2023\.ablations\.precision\.across\.weight_decay\.1: weight_decay -0\.5")),
+    (
+        {"studies": {"ahmadian2023": {"outlier_prone": {"precision": "int8"}}}},
+        SPECS(r"ahmadian2023\.outlier_prone\.precision"),
+    ),
+    (
+        {"studies": {"ahmadian2023": {"ablations": {"precision": {"values": ["bf16", "fp8"]}}}}},
+        SPECS(r"ahmadian2023\.ablations\.precision\.values\.1: precision 'fp8'"),
+    ),
+    (
+        {"studies": {"ahmadian2023": {"ablations": {"dropout": {"values": [0.0, 1.5]}}}}},
+        SPECS(r"ahmadian2023\.ablations\.dropout\.values\.1: dropout 1\.5"),
+    ),
+    (
+        {
+            "studies": {
+                "ahmadian2023": {"ablations": {"grad_clip": {"values": [None, 1.0], "with": {"weight_decay": -1}}}}
+            }
+        },
+        SPECS(r"ahmadian2023\.ablations\.grad_clip\.with\.weight_decay: weight_decay -1"),
+    ),
+    (
+        {
+            "studies": {
+                "ahmadian2023": {
+                    "ablations": {"precision": {"values": ["bf16", "fp16"], "across": {"weight_decay": [0.1, -0.5]}}}
+                }
+            }
+        },
+        SPECS(r"ahmadian2023\.ablations\.precision\.across\.weight_decay\.1: weight_decay -0\.5"),
+    ),
     ({"studies": {"ahmadian2023": {"size": "N6B"}}}, SPECS(r"ahmadian2023\.size: size 'N6B' is not in ladder")),
     ({"studies": {"ahmadian2023": {"sizes": ["N25k", "N6B"]}}}, SPECS(r"ahmadian2023\.sizes\.1: size 'N6B'")),
     ({"training": {"autocast": "fp8"}}, r"config key training\.autocast"),
@@ -109,19 +150,38 @@ def test_malformed_config_names_the_key(raw_config, override, message):
     assert "\n" not in str(caught.value)
 
 
-@pytest.mark.parametrize("override, key", [
-    ("device: tpu", "config key device"),
-    ("studies: {ouyang2024: {compare: ['awq:int9:g32']}}", "config key studies.ouyang2024.compare.0"),
-    ("studies: {kumar2024: {weight_format: 'int{bits}:g0'}}", "config key studies.kumar2024.weight_format"),
-])
+@pytest.mark.parametrize(
+    "override, key",
+    [
+        ("device: tpu", "config key device"),
+        ("studies: {ouyang2024: {compare: ['awq:int9:g32']}}", "config key studies.ouyang2024.compare.0"),
+        ("studies: {kumar2024: {weight_format: 'int{bits}:g0'}}", "config key studies.kumar2024.weight_format"),
+    ],
+)
 def test_malformed_config_stops_snakemake_before_any_job(repo_root, tmp_path, override, key):
     overrides = tmp_path / "override.yaml"
     overrides.write_text(override + "\n")
     workdir = tmp_path / "run"
     result = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-s", str(repo_root / "Snakefile"), "--directory", str(workdir),
-         "--cores", "1", "--configfile", str(overrides), "--config", "scale=smoke", "--dry-run"],
-        capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "-s",
+            str(repo_root / "Snakefile"),
+            "--directory",
+            str(workdir),
+            "--cores",
+            "1",
+            "--configfile",
+            str(overrides),
+            "--config",
+            "scale=smoke",
+            "--dry-run",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode != 0
     assert key in result.stdout + result.stderr

@@ -107,8 +107,11 @@ def test_hf_dataset_path_loads_a_local_dataset(tmp_path):
 
     rows = [{"story": f"Once upon a time {i} there was a fox."} for i in range(30)]
     (tmp_path / "data.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
-    config = {"kind": "hf", "document_chars": 1000,
-              "hf_dataset": {"name": str(tmp_path), "split": "train", "text_column": "story", "max_documents": 10}}
+    config = {
+        "kind": "hf",
+        "document_chars": 1000,
+        "hf_dataset": {"name": str(tmp_path), "split": "train", "text_column": "story", "max_documents": 10},
+    }
     documents = corpus_documents(config)
     assert len(documents) == 10 and documents[0].text == rows[0]["story"]
     with pytest.raises(ValueError, match="text_column: 'text' is not a column"):

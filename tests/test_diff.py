@@ -15,12 +15,20 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import REPO_ROOT
 from PIL import Image
 
-from conftest import REPO_ROOT
 from qscaling.cli import main
-from qscaling.diff import (Tolerances, compare_fits, compare_tables, diff_trees, fits_table, list_artifacts,
-                           parse_column_tolerance, text_within)
+from qscaling.diff import (
+    Tolerances,
+    compare_fits,
+    compare_tables,
+    diff_trees,
+    fits_table,
+    list_artifacts,
+    parse_column_tolerance,
+    text_within,
+)
 from qscaling.figures import new_figure, save_figure
 from qscaling.laws import LAWS
 
@@ -32,9 +40,17 @@ def draw(path, offset: float = 0.0) -> None:
 
 
 def fit_doc(alpha: float, ci: tuple[float, float]) -> dict:
-    return {"law": "baseline.chinchilla", "formula": "A/N^alpha + E", "params": {"A": 400.0, "alpha": alpha},
-            "ci": {"A": [390.0, 410.0], "alpha": list(ci)}, "r2": 0.98, "rmse": 0.01, "heldout_relative_error": None,
-            "n_points": 12, "notes": []}
+    return {
+        "law": "baseline.chinchilla",
+        "formula": "A/N^alpha + E",
+        "params": {"A": 400.0, "alpha": alpha},
+        "ci": {"A": [390.0, 410.0], "alpha": list(ci)},
+        "r2": 0.98,
+        "rmse": 0.01,
+        "heldout_relative_error": None,
+        "n_points": 12,
+        "notes": [],
+    }
 
 
 def make_tree(root):
@@ -42,9 +58,15 @@ def make_tree(root):
     (root / "results" / "tables").mkdir(parents=True)
     (root / "results" / "fits" / "study").mkdir(parents=True)
     pd.DataFrame({"size": ["N3k", "N7k"], "D": [2048, 4096], "loss": [5.0, 4.5]}).to_parquet(
-        root / "results" / "tables" / "curves.parquet", index=False)
-    pd.DataFrame({"claim": ["more data hurts PTQ", "bits help"], "statistic": [0.52, -1.1],
-                  "verdict": ["reproduced", "inconclusive"]}).to_csv(root / "results" / "claims.csv", index=False)
+        root / "results" / "tables" / "curves.parquet", index=False
+    )
+    pd.DataFrame(
+        {
+            "claim": ["more data hurts PTQ", "bits help"],
+            "statistic": [0.52, -1.1],
+            "verdict": ["reproduced", "inconclusive"],
+        }
+    ).to_csv(root / "results" / "claims.csv", index=False)
     (root / "results" / "fits" / "study" / "chinchilla.json").write_text(json.dumps(fit_doc(0.30, (0.28, 0.32))))
     draw(root / "figures" / "paper" / "fig1.png")
     # Not artifacts: checkpoints, provenance records, the manifest.
@@ -74,9 +96,13 @@ def statuses(a, b, **tol):
 
 def test_identical_trees_exit_zero_and_skip_non_artifacts(trees, capsys):
     a, b = trees
-    assert sorted(list_artifacts(a)) == ["figures/paper/fig1.data.json", "figures/paper/fig1.png",
-                                         "results/claims.csv", "results/fits/study/chinchilla.json",
-                                         "results/tables/curves.parquet"]
+    assert sorted(list_artifacts(a)) == [
+        "figures/paper/fig1.data.json",
+        "figures/paper/fig1.png",
+        "results/claims.csv",
+        "results/fits/study/chinchilla.json",
+        "results/tables/curves.parquet",
+    ]
     code, out = run_cli(a, b, capsys=capsys)
     assert code == 0, out
     assert "identical: 5" in out and "no difference beyond tolerance" in out
@@ -85,7 +111,8 @@ def test_identical_trees_exit_zero_and_skip_non_artifacts(trees, capsys):
 def test_numeric_column_beyond_tolerance_then_within_a_column_tolerance(trees, capsys):
     a, b = trees
     pd.DataFrame({"size": ["N3k", "N7k"], "D": [2048, 4096], "loss": [5.0, 4.5045]}).to_parquet(
-        b / "results" / "tables" / "curves.parquet", index=False)
+        b / "results" / "tables" / "curves.parquet", index=False
+    )
     code, out = run_cli(a, b, capsys=capsys)
     assert code == 1
     assert "loss: 1 of 2 rows beyond rtol=0 atol=0; largest at row 1: 4.5 vs 4.5045" in out
@@ -99,7 +126,8 @@ def test_numeric_column_beyond_tolerance_then_within_a_column_tolerance(trees, c
 def test_an_ignored_column_is_left_out(trees, capsys):
     a, b = trees
     pd.DataFrame({"size": ["N3k", "N7k"], "D": [2048, 4096], "loss": [5.0, 4.6]}).to_parquet(
-        b / "results" / "tables" / "curves.parquet", index=False)
+        b / "results" / "tables" / "curves.parquet", index=False
+    )
     assert run_cli(a, b, "--ignore-column", "loss", capsys=capsys)[0] == 0
     assert run_cli(a, b, "--ignore-column", "D", capsys=capsys)[0] == 1
 
@@ -160,10 +188,14 @@ def test_missing_and_extra_artifacts(trees, capsys):
     shutil.copy(a / "results" / "claims.csv", b / "results" / "claims_extra.csv")
     code, out = run_cli(a, b, capsys=capsys)
     assert code == 1
-    assert statuses(a, b) == {"figures/paper/fig1.data.json": "identical",
-                              "figures/paper/fig1.png": "missing", "results/claims.csv": "identical",
-                              "results/claims_extra.csv": "extra", "results/fits/study/chinchilla.json": "identical",
-                              "results/tables/curves.parquet": "identical"}
+    assert statuses(a, b) == {
+        "figures/paper/fig1.data.json": "identical",
+        "figures/paper/fig1.png": "missing",
+        "results/claims.csv": "identical",
+        "results/claims_extra.csv": "extra",
+        "results/fits/study/chinchilla.json": "identical",
+        "results/tables/curves.parquet": "identical",
+    }
 
 
 def test_json_and_markdown_outputs(trees, capsys):
@@ -178,11 +210,14 @@ def test_json_and_markdown_outputs(trees, capsys):
     assert "| missing | figure | `figures/paper/fig1.png` | only in A |" in out
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--column-tol", "loss"], "--column-tol 'loss': expected COLUMN=RTOL or COLUMN=RTOL:ATOL"),
-    (["--column-tol", "loss=-1"], "--column-tol 'loss=-1': tolerances must be ≥ 0"),
-    (["--rtol", "-0.1"], "--rtol -0.1: must be ≥ 0"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--column-tol", "loss"], "--column-tol 'loss': expected COLUMN=RTOL or COLUMN=RTOL:ATOL"),
+        (["--column-tol", "loss=-1"], "--column-tol 'loss=-1': tolerances must be ≥ 0"),
+        (["--rtol", "-0.1"], "--rtol -0.1: must be ≥ 0"),
+    ],
+)
 def test_bad_tolerances_exit_two(trees, capsys, args, message):
     code, out = run_cli(*trees, *args, capsys=capsys)
     assert code == 2 and message in out
@@ -210,7 +245,9 @@ def test_fits_table_lists_parameters_and_failed_fits(tmp_path):
     failed.write_text(json.dumps({"error": "need at least 5 points, got 3"}))
     table = fits_table([good, failed])
     assert table[["fit", "parameter", "value", "ci_low", "ci_high"]].iloc[:2].values.tolist() == [
-        ["kumar2024/ptq", "A", 400.0, 390.0, 410.0], ["kumar2024/ptq", "alpha", 0.3, 0.28, 0.32]]
+        ["kumar2024/ptq", "A", 400.0, 390.0, 410.0],
+        ["kumar2024/ptq", "alpha", 0.3, 0.28, 0.32],
+    ]
     assert table["fit"].iloc[2] == "kumar2024/neff" and table.iloc[2][["parameter", "value"]].isna().all()
     assert table["note"].iloc[2] == "need at least 5 points, got 3"
 
@@ -219,16 +256,20 @@ def test_fits_table_lists_parameters_and_failed_fits(tmp_path):
 
 
 def qscaling_diff(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "qscaling.cli", "diff", *map(str, args)], capture_output=True,
-                          text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "qscaling.cli", "diff", *map(str, args)], capture_output=True, text=True, timeout=300
+    )
 
 
 def differing_files(a, b) -> set[str]:
     """Independent of qscaling.diff: artifact paths whose bytes differ, or that exist on one side only."""
     files_a, files_b = list_artifacts(a), list_artifacts(b)
     digest = lambda p: hashlib.sha256(p.read_bytes()).hexdigest()  # noqa: E731
-    return {path for path in set(files_a) | set(files_b)
-            if path not in files_a or path not in files_b or digest(files_a[path]) != digest(files_b[path])}
+    return {
+        path
+        for path in set(files_a) | set(files_b)
+        if path not in files_a or path not in files_b or digest(files_a[path]) != digest(files_b[path])
+    }
 
 
 @pytest.mark.slow
@@ -251,7 +292,8 @@ def test_a_deleted_figure_shows_as_missing(smoke_runs, tmp_path):
     assert result.returncode == 1
     report = json.loads(result.stdout)
     assert [(d["path"], d["status"]) for d in report["artifacts"] if d["status"] != "identical"] == [
-        ("figures/common/learning_curves.png", "missing")]
+        ("figures/common/learning_curves.png", "missing")
+    ]
 
 
 @pytest.mark.slow
@@ -265,8 +307,9 @@ def test_another_seed_changes_exactly_the_artifacts_that_depend_on_it(smoke_runs
     table = sorted((workdir / "results" / "ptq" / "kumar2024").rglob("*.parquet"))[0].relative_to(workdir)
     overrides = tmp_path / "seed.yaml"
     overrides.write_text("presets:\n  smoke:\n    studies:\n      kumar2024:\n        calibration: {seed: 1}\n")
-    result = run_snakemake(workdir, "--configfile", str(REPO_ROOT / "config.yaml"), str(overrides), "--",
-                           table.as_posix())
+    result = run_snakemake(
+        workdir, "--configfile", str(REPO_ROOT / "config.yaml"), str(overrides), "--", table.as_posix()
+    )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
 
     before, after = pd.read_parquet(smoke_runs[0] / table), pd.read_parquet(workdir / table)
@@ -305,17 +348,23 @@ def test_a_noise_column_is_compared_in_units_of_its_standard_error():
 
 def chinchilla_fit_doc(params: dict, se: float) -> dict:
     names = ("A", "B", "E", "alpha", "beta")
-    return {"law": "chinchilla", "formula": LAWS["chinchilla"].formula, "params": params,
-            "ci": {n: [params[n] - 2 * se * abs(params[n]), params[n] + 2 * se * abs(params[n])] for n in names},
-            "standard_errors": {n: se * abs(params[n]) for n in names}, "r2": 0.9, "rmse": 0.01,
-            "heldout_relative_error": None,
-            "points": {"inputs": {"N": [1e6, 1e7, 1e8], "D": [1e9, 1e10, 1e11]}, "observed": [3.0, 2.6, 2.3]}}
+    return {
+        "law": "chinchilla",
+        "formula": LAWS["chinchilla"].formula,
+        "params": params,
+        "ci": {n: [params[n] - 2 * se * abs(params[n]), params[n] + 2 * se * abs(params[n])] for n in names},
+        "standard_errors": {n: se * abs(params[n]) for n in names},
+        "r2": 0.9,
+        "rmse": 0.01,
+        "heldout_relative_error": None,
+        "points": {"inputs": {"N": [1e6, 1e7, 1e8], "D": [1e9, 1e10, 1e11]}, "observed": [3.0, 2.6, 2.3]},
+    }
 
 
 def test_a_fit_whose_parameters_traded_off_is_compared_by_its_predictions():
     base = {"A": 400.0, "B": 400.0, "E": 1.7, "alpha": 0.34, "beta": 0.28}
     # A and alpha trade off: at N ~ 1e6–1e8 the A/N^alpha term barely changes.
-    traded = {**base, "A": 400.0 * 1e7 ** 0.02, "alpha": 0.36}
+    traded = {**base, "A": 400.0 * 1e7**0.02, "alpha": 0.36}
     a, b = chinchilla_fit_doc(traded, 0.1), chinchilla_fit_doc(base, 0.1)
     within, details = compare_fits(a, b, Tolerances(rtol=1e-3, prediction_tol=0.05, noise_max=3.0))
     assert within, details
@@ -333,8 +382,9 @@ def test_texts_that_differ_only_in_numbers_within_tolerance():
     claims = pd.DataFrame({"statistic": ["γ = 0.777, R² = 0.75"], "verdict": ["reproduced"]})
     moved = pd.DataFrame({"statistic": ["γ = 0.785, R² = 0.74"], "verdict": ["reproduced"]})
     assert compare_tables(moved, claims, Tolerances(columns={"statistic": (0.05, 0.01)}))[0]
-    assert not compare_tables(moved.assign(verdict="inconclusive"), claims,
-                              Tolerances(columns={"statistic": (0.05, 0.01)}))[0]
+    assert not compare_tables(
+        moved.assign(verdict="inconclusive"), claims, Tolerances(columns={"statistic": (0.05, 0.01)})
+    )[0]
 
 
 def test_a_figure_is_compared_by_what_it_draws_when_asked(trees):
@@ -356,7 +406,8 @@ def test_a_figure_is_compared_by_what_it_draws_when_asked(trees):
 def test_a_tolerance_profile_sets_defaults_that_options_override(trees, tmp_path, capsys):
     a, b = trees
     pd.DataFrame({"size": ["N3k", "N7k"], "D": [2048, 4096], "loss": [5.0, 4.5045]}).to_parquet(
-        b / "results" / "tables" / "curves.parquet", index=False)
+        b / "results" / "tables" / "curves.parquet", index=False
+    )
     profile = tmp_path / "tolerances.yaml"
     profile.write_text("rtol: 1.0e-3\ncolumns: {D: [0, 0]}\n")
     assert run_cli(a, b, "--tolerances", profile, capsys=capsys)[0] == 0

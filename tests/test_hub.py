@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 import torch
+from conftest import run_snakemake
 from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
 
-from conftest import run_snakemake
 from qscaling.checkpoint import load_checkpoint
 from qscaling.data.tokens import load_pretrained_tokenizer
 from qscaling.hub import fetch_revision, import_revision
@@ -17,8 +17,14 @@ from qscaling.studies.ptq import score_checkpoint
 def local_hub(tmp_path_factory):
     """`<root>/step{N}/` HF-format GPT-NeoX (Pythia's architecture) checkpoints, as the hub serves revisions."""
     root = tmp_path_factory.mktemp("pythia-tiny")
-    config = GPTNeoXConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                           intermediate_size=64, max_position_embeddings=64)
+    config = GPTNeoXConfig(
+        vocab_size=64,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_position_embeddings=64,
+    )
     for step in (1000, 2000):
         torch.manual_seed(step)
         GPTNeoXForCausalLM(config).save_pretrained(root / f"step{step}", safe_serialization=True)
@@ -26,8 +32,9 @@ def local_hub(tmp_path_factory):
 
 
 def test_import_revision_records_the_source(local_hub, tmp_path):
-    metadata = import_revision(str(local_hub), "step2000", tmp_path / "ckpt", run_id="hub-tiny",
-                               tokens_seen=2000 * 2_097_152, size="tiny")
+    metadata = import_revision(
+        str(local_hub), "step2000", tmp_path / "ckpt", run_id="hub-tiny", tokens_seen=2000 * 2_097_152, size="tiny"
+    )
     model, loaded = load_checkpoint(tmp_path / "ckpt")
     assert loaded["tokens_seen"] == 2000 * 2_097_152 and loaded["step"] == 2000
     assert set(metadata["source"]["files"]) >= {"config.json", "model.safetensors"}
@@ -44,8 +51,14 @@ def test_missing_revision_is_a_clear_error(local_hub):
 def test_imported_pythia_checkpoint_goes_through_ptq_scoring(local_hub, tmp_path, token_files):
     import_revision(str(local_hub), "step1000", tmp_path / "ckpt", run_id="hub-tiny", tokens_seen=1000, size="tiny")
     tokens = np.fromfile(token_files["val"], dtype=np.uint16)
-    rows = score_checkpoint(tmp_path / "ckpt", [Quantization("gptq", "int4:g16:gptq"), Quantization("rtn", "int3:channel")],
-                            {"val": tokens}, tokens, calibration={"sequences": 4, "seed": 0}, eval_tokens=2000)
+    rows = score_checkpoint(
+        tmp_path / "ckpt",
+        [Quantization("gptq", "int4:g16:gptq"), Quantization("rtn", "int3:channel")],
+        {"val": tokens},
+        tokens,
+        calibration={"sequences": 4, "seed": 0},
+        eval_tokens=2000,
+    )
     assert list(rows["method"]) == ["none", "gptq", "rtn"]
     assert (rows["D"] == 1000).all() and rows["N"].iloc[0] > 0
 

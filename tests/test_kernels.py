@@ -8,16 +8,17 @@ import torch
 if importlib.util.find_spec("triton") is None:
     pytest.skip("triton is not importable: the Triton kernels are not tested", allow_module_level=True)
 
-import triton.language as tl  # noqa: E402
-from triton.runtime.interpreter import InterpretedFunction  # noqa: E402
+import triton.language as tl
+from conftest import awkward_rows, same_bits
+from triton.runtime.interpreter import InterpretedFunction
 
-from conftest import awkward_rows, same_bits  # noqa: E402
-from qscaling.kernels import fake_quant  # noqa: E402
-from qscaling.quant import parse_spec, quantize_reference  # noqa: E402
+from qscaling.kernels import fake_quant
+from qscaling.quant import parse_spec, quantize_reference
 
 # tests/conftest.py sets TRITON_INTERPRET=1 on machines without a GPU before anything imports triton.
-assert torch.cuda.is_available() or isinstance(tl.standard.max, InterpretedFunction), \
+assert torch.cuda.is_available() or isinstance(tl.standard.max, InterpretedFunction), (
     "triton was imported before TRITON_INTERPRET=1 was set"
+)
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 

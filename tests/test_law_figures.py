@@ -44,10 +44,13 @@ def test_fit_overlay_changes_the_figure(capybara_fit, tmp_path):
 @pytest.mark.slow
 def test_snakemake_builds_every_law_figure(tmp_path, repo_root):
     (tmp_path / "workflow").symlink_to(repo_root / "workflow")
-    (tmp_path / "Snakefile").write_text('include: "workflow/rules/law_figures.smk"\n\nrule all:\n    input:\n        LAW_FIGURES,\n')
+    (tmp_path / "Snakefile").write_text(
+        'include: "workflow/rules/law_figures.smk"\n\nrule all:\n    input:\n        LAW_FIGURES,\n'
+    )
     snakemake = shutil.which("snakemake", path=str(Path(sys.executable).parent))
-    result = subprocess.run([snakemake, "--cores", "2", "--quiet", "all"], cwd=tmp_path, capture_output=True,
-                            text=True, timeout=600)
+    result = subprocess.run(
+        [snakemake, "--cores", "2", "--quiet", "all"], cwd=tmp_path, capture_output=True, text=True, timeout=600
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     namespace = {}
     exec((repo_root / "workflow/rules/law_figures.smk").read_text().split("\n\nrule ")[0], namespace)

@@ -5,8 +5,15 @@ import torch
 from transformers import OPTConfig, OPTForCausalLM
 
 from qscaling.model import ModelShape, build_model
-from qscaling.outliers import (block_proxies, block_values, outlier_counts, outlier_dimensions, qkv_inputs,
-                               qkv_norm_gains, w8a8_rmse)
+from qscaling.outliers import (
+    block_proxies,
+    block_values,
+    outlier_counts,
+    outlier_dimensions,
+    qkv_inputs,
+    qkv_norm_gains,
+    w8a8_rmse,
+)
 
 
 def layers_with(spikes, *, n_layers=8, tokens=100, dims=8, value=7.0):
@@ -19,9 +26,13 @@ def layers_with(spikes, *, n_layers=8, tokens=100, dims=8, value=7.0):
 
 
 def test_llm_int8_rule_needs_a_quarter_of_the_layers_and_six_percent_of_the_tokens():
-    inputs = layers_with({3: (2, 10),   # 2/8 layers, 10 % of tokens: an outlier dimension
-                          5: (8, 5),    # every layer but only 5 % of tokens: not one
-                          1: (1, 50)})  # half the tokens but 1/8 layers: not one
+    inputs = layers_with(
+        {
+            3: (2, 10),  # 2/8 layers, 10 % of tokens: an outlier dimension
+            5: (8, 5),  # every layer but only 5 % of tokens: not one
+            1: (1, 50),
+        }
+    )  # half the tokens but 1/8 layers: not one
     assert outlier_dimensions(inputs, 6.0) == 1
     assert outlier_dimensions(layers_with({3: (2, 6)}), 6.0) == 1  # exactly 6 % of the tokens counts
     assert outlier_dimensions(layers_with({3: (1, 6)}), 6.0) == 0  # 1/8 layers < 25 %
@@ -85,8 +96,15 @@ def test_block_proxies_match_their_definitions(tiny_llama):
 
 
 def test_opt_gains_come_from_the_pre_attention_layer_norm():
-    config = OPTConfig(vocab_size=64, hidden_size=16, num_hidden_layers=2, ffn_dim=32, num_attention_heads=2,
-                       word_embed_proj_dim=16, max_position_embeddings=32)
+    config = OPTConfig(
+        vocab_size=64,
+        hidden_size=16,
+        num_hidden_layers=2,
+        ffn_dim=32,
+        num_attention_heads=2,
+        word_embed_proj_dim=16,
+        max_position_embeddings=32,
+    )
     model = OPTForCausalLM(config)
     gains = qkv_norm_gains(model)
     assert len(gains) == 2 and gains[1] is not None

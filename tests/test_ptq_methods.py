@@ -45,8 +45,15 @@ def validation_loss(model, tokens: torch.Tensor) -> float:
 
 def train_markov_llama(steps: int = 300, seed: int = 0):
     torch.manual_seed(seed)
-    config = LlamaConfig(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=SEQ)
+    config = LlamaConfig(
+        vocab_size=VOCAB,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=SEQ,
+    )
     model = LlamaForCausalLM(config)
     stream = torch.from_numpy(markov_tokens(steps * 16 * SEQ // 4, seed=seed).astype(np.int64))
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.0)
@@ -60,7 +67,6 @@ def train_markov_llama(steps: int = 300, seed: int = 0):
         loss.backward()
         optimizer.step()
     return model.eval()
-
 
 
 @pytest.fixture(scope="module")
@@ -236,15 +242,28 @@ def test_calibration_is_seeded_windows_of_the_stream():
 def _tiny(architecture):
     torch.manual_seed(0)
     if architecture == "gpt_neox":
-        config = GPTNeoXConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                               num_attention_heads=4)
+        config = GPTNeoXConfig(
+            vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4
+        )
         return GPTNeoXForCausalLM(config).eval()
     if architecture == "opt":
-        config = OPTConfig(vocab_size=64, hidden_size=32, ffn_dim=64, num_hidden_layers=2, num_attention_heads=4,
-                           word_embed_proj_dim=32)
+        config = OPTConfig(
+            vocab_size=64,
+            hidden_size=32,
+            ffn_dim=64,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            word_embed_proj_dim=32,
+        )
         return OPTForCausalLM(config).eval()
-    config = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2)
+    config = LlamaConfig(
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+    )
     return LlamaForCausalLM(config).eval()
 
 

@@ -23,20 +23,43 @@ def tiny_models():
     torch.manual_seed(0)
     models = {
         "llama": LlamaForCausalLM(
-            LlamaConfig(vocab_size=VOCAB, hidden_size=WIDTH, intermediate_size=FFN, num_hidden_layers=LAYERS,
-                        num_attention_heads=HEADS, num_key_value_heads=HEADS)
+            LlamaConfig(
+                vocab_size=VOCAB,
+                hidden_size=WIDTH,
+                intermediate_size=FFN,
+                num_hidden_layers=LAYERS,
+                num_attention_heads=HEADS,
+                num_key_value_heads=HEADS,
+            )
         ),
         "llama_gqa": LlamaForCausalLM(
-            LlamaConfig(vocab_size=VOCAB, hidden_size=WIDTH, intermediate_size=FFN, num_hidden_layers=LAYERS,
-                        num_attention_heads=HEADS, num_key_value_heads=2)
+            LlamaConfig(
+                vocab_size=VOCAB,
+                hidden_size=WIDTH,
+                intermediate_size=FFN,
+                num_hidden_layers=LAYERS,
+                num_attention_heads=HEADS,
+                num_key_value_heads=2,
+            )
         ),
         "gpt_neox": GPTNeoXForCausalLM(
-            GPTNeoXConfig(vocab_size=VOCAB, hidden_size=WIDTH, intermediate_size=FFN, num_hidden_layers=LAYERS,
-                          num_attention_heads=HEADS)
+            GPTNeoXConfig(
+                vocab_size=VOCAB,
+                hidden_size=WIDTH,
+                intermediate_size=FFN,
+                num_hidden_layers=LAYERS,
+                num_attention_heads=HEADS,
+            )
         ),
         "opt": OPTForCausalLM(
-            OPTConfig(vocab_size=VOCAB, hidden_size=WIDTH, ffn_dim=FFN, num_hidden_layers=LAYERS,
-                      num_attention_heads=HEADS, word_embed_proj_dim=WIDTH)
+            OPTConfig(
+                vocab_size=VOCAB,
+                hidden_size=WIDTH,
+                ffn_dim=FFN,
+                num_hidden_layers=LAYERS,
+                num_attention_heads=HEADS,
+                word_embed_proj_dim=WIDTH,
+            )
         ),
     }
     return {name: model.eval() for name, model in models.items()}  # eval: OPT's dropout is on by default
@@ -113,8 +136,16 @@ def test_fold_points_follow_the_architecture():
 
 
 def test_untie_lm_head_separates_it_from_the_embedding():
-    model = OPTForCausalLM(OPTConfig(vocab_size=VOCAB, hidden_size=WIDTH, ffn_dim=FFN, num_hidden_layers=1,
-                                     num_attention_heads=HEADS, word_embed_proj_dim=WIDTH))
+    model = OPTForCausalLM(
+        OPTConfig(
+            vocab_size=VOCAB,
+            hidden_size=WIDTH,
+            ffn_dim=FFN,
+            num_hidden_layers=1,
+            num_attention_heads=HEADS,
+            word_embed_proj_dim=WIDTH,
+        )
+    )
     assert model.lm_head.weight is model.get_input_embeddings().weight
     untie_lm_head(model)
     with torch.no_grad():

@@ -21,7 +21,6 @@ from qscaling.quant.roles import decoder_blocks
 from qscaling.train import RunSpec, train
 
 
-
 def test_clipped_ste_zeroes_the_gradient_exactly_where_int_codes_clamp():
     # int4:tensor:gptq: s = 2·amax/15 = 1 for amax 7.5; codes -8..7. 7.5/1 rounds (half to even) to 8 → clamped
     # to 7; -7.5 → -8 is in range; 3 and 0.4 are inside.
@@ -87,7 +86,8 @@ def test_backward_specs_quantize_the_backward_gemm_inputs():
     x, weight, b = _linear_inputs(True)
     upstream = torch.randn(3, 5, 24)
     precision = LinearPrecision(
-        backward_weight=parse_spec("int4:channel"), backward_activation=parse_spec("int4:token"),
+        backward_weight=parse_spec("int4:channel"),
+        backward_activation=parse_spec("int4:token"),
         backward_grad_output=parse_spec("fp:e4m3:b8"),
     )
     y = QuantizedLinearFunction.apply(x, weight, b, precision)
@@ -103,8 +103,14 @@ def test_backward_specs_quantize_the_backward_gemm_inputs():
 def test_canonical_precision_fills_defaults_and_sorts():
     canonical = canonical_training_precision({"activations": "INT4:g128", "weights": "int4:g128:sym"})
     assert canonical == {
-        "activations": "int4:g128", "backward_activation": None, "backward_grad_output": None,
-        "backward_weight": None, "exclude": ["lm_head"], "kv": None, "overrides": {}, "ste": "clipped",
+        "activations": "int4:g128",
+        "backward_activation": None,
+        "backward_grad_output": None,
+        "backward_weight": None,
+        "exclude": ["lm_head"],
+        "kv": None,
+        "overrides": {},
+        "ste": "clipped",
         "weights": "int4:g128",
     }
     assert list(canonical) == sorted(canonical)
@@ -133,15 +139,22 @@ def test_bad_precisions_are_named(precision, message):
 
 def _tiny_llama():
     torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2)
+    config = LlamaConfig(
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+    )
     return LlamaForCausalLM(config)
 
 
 def test_model_hooks_follow_roles_overrides_and_exclusions():
     model = _tiny_llama()
-    apply_training_precision(model, {"weights": "int4:g16", "activations": "int4:g16",
-                                     "overrides": {"fc2": {"activations": "int8:g16"}}})
+    apply_training_precision(
+        model, {"weights": "int4:g16", "activations": "int4:g16", "overrides": {"fc2": {"activations": "int8:g16"}}}
+    )
     block = decoder_blocks(model)[0]
     assert type(model.lm_head) is torch.nn.Linear  # excluded by default
     assert str(block.mlp.down_proj.precision.activations) == "int8:g16"
@@ -168,8 +181,9 @@ def test_kv_outputs_are_quantized_llama_and_fused_gpt_neox():
     assert type(attention.q_proj) is torch.nn.Linear  # kv only touches the k/v projections
 
     torch.manual_seed(0)
-    neox = GPTNeoXForCausalLM(GPTNeoXConfig(vocab_size=64, hidden_size=32, intermediate_size=64,
-                                            num_hidden_layers=1, num_attention_heads=4))
+    neox = GPTNeoXForCausalLM(
+        GPTNeoXConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4)
+    )
     apply_training_precision(neox, {"kv": "int4:token"})
     fused = decoder_blocks(neox)[0].attention.query_key_value
     plain = F.linear(x, fused.weight, fused.bias).view(2, 7, 4, 3, 8)
@@ -183,8 +197,17 @@ SHAPE = ModelShape(d_model=32, n_layers=2, n_heads=2, d_ff=64, vocab_size=64, se
 
 
 def _qat_run(tmp_path, token_files, precision):
-    spec = RunSpec(size="Ntiny", shape=SHAPE, data="markov", batch_size=8, lr=3e-3, warmup_tokens=1024,
-                   total_tokens=12_800, schedule="cosine", training_precision=precision)
+    spec = RunSpec(
+        size="Ntiny",
+        shape=SHAPE,
+        data="markov",
+        batch_size=8,
+        lr=3e-3,
+        warmup_tokens=1024,
+        total_tokens=12_800,
+        schedule="cosine",
+        training_precision=precision,
+    )
     summary = train(spec, tmp_path / spec.run_id, token_files["train"], progress=False)
     curve = [loss for _, loss in summary["train_loss_curve"]]
     return spec, curve

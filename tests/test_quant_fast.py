@@ -2,11 +2,10 @@
 
 import pytest
 import torch
-
 from conftest import awkward_rows, same_bits
+
 from qscaling.quant import dispatch, parse_spec, quantize, quantize_reference
 from qscaling.quant.fast import quantize_fast, supports
-
 
 SPECS = [
     "int4:g128",
@@ -50,7 +49,9 @@ def test_fast_path_refuses_what_it_does_not_cover():
 
 def test_dispatcher_sends_large_tensors_to_the_fast_path(monkeypatch):
     calls = []
-    monkeypatch.setattr(dispatch.fast, "quantize_fast", lambda x, spec: calls.append(spec) or quantize_reference(x, spec))
+    monkeypatch.setattr(
+        dispatch.fast, "quantize_fast", lambda x, spec: calls.append(spec) or quantize_reference(x, spec)
+    )
     big = torch.randn(dispatch.MIN_ELEMENTS_FOR_FAST_PATH // 128, 128)
     quantize(big, "int4:g128")
     quantize(big[:, :100], "int4:g32")  # ragged groups: reference

@@ -23,8 +23,10 @@ def awkward_float32(n, seed):
     signs = torch.where(torch.rand(n, generator=generator) < 0.5, -1.0, 1.0)
     x = signs * mantissas * torch.exp2(exponents)
     # Exact ties of short grids: k/16 · 2^e.
-    ties = torch.randint(0, 64, (n // 4,), generator=generator) / 16 * torch.exp2(
-        torch.randint(-20, 10, (n // 4,), generator=generator).float()
+    ties = (
+        torch.randint(0, 64, (n // 4,), generator=generator)
+        / 16
+        * torch.exp2(torch.randint(-20, 10, (n // 4,), generator=generator).float())
     )
     special = torch.tensor([0.0, -0.0, 1e-45, -3e-40, 2.0**-126, 2.0**-9, 2.0**-10, 2.0**-17, 3 * 2.0**-18])
     return torch.cat([x, ties, -ties, special])
@@ -38,7 +40,9 @@ def test_e4m3_matches_torch_float8_e4m3fn_cast():
 
 
 def test_e5m2_matches_torch_float8_e5m2_cast_with_inf_overflow():
-    x = torch.cat([awkward_float32(4000, 1), torch.tensor([57344.0, 61439.0, 61440.0, 1e6, float("inf"), float("nan")])])
+    x = torch.cat(
+        [awkward_float32(4000, 1), torch.tensor([57344.0, 61439.0, 61440.0, 1e6, float("inf"), float("nan")])]
+    )
     assert same_bits(quantize_reference(x, "fp:e5m2:unscaled:inf"), x.to(torch.float8_e5m2).float())
 
 
@@ -48,8 +52,9 @@ def test_e5m2_saturates_where_the_torch_cast_overflows():
     assert torch.isinf(x.to(torch.float8_e5m2).float()[:3]).all()
 
 
-@pytest.mark.parametrize(("text", "dtype"), [("fp:e5m10:unscaled:ieee:inf", torch.float16),
-                                             ("fp:e8m7:unscaled:ieee:inf", torch.bfloat16)])
+@pytest.mark.parametrize(
+    ("text", "dtype"), [("fp:e5m10:unscaled:ieee:inf", torch.float16), ("fp:e8m7:unscaled:ieee:inf", torch.bfloat16)]
+)
 def test_ieee_half_formats_match_torch_casts(text, dtype):
     x = torch.cat([awkward_float32(4000, 2), torch.tensor([65504.0, 65519.0, 65520.0, 3e38, float("inf")])])
     assert same_bits(quantize_reference(x, text), x.to(dtype).float())
@@ -174,7 +179,9 @@ def test_zero_blocks_nan_and_inf():
     assert out[1, 34] == float("inf") and out[1, 35] == -float("inf")
 
 
-@pytest.mark.parametrize("text", ["fp:e4m3:unscaled", "fp:e2m1:b32:pow2", "fp:e3m2:channel:e8m0", "fp:e5m2:tensor:pow2"])
+@pytest.mark.parametrize(
+    "text", ["fp:e4m3:unscaled", "fp:e2m1:b32:pow2", "fp:e3m2:channel:e8m0", "fp:e5m2:tensor:pow2"]
+)
 def test_idempotent_when_scaling_is_exact(text):
     x = torch.randn(16, 64, generator=torch.Generator().manual_seed(4)) * 10
     once = quantize_reference(x, text)
@@ -183,7 +190,9 @@ def test_idempotent_when_scaling_is_exact(text):
 
 def test_stochastic_rounding_is_unbiased_on_e2m1():
     x = torch.full((64, 1024), 2.5)
-    draws = torch.stack([round_to_format(x, fp_format(2, 1), "stochastic", uniform=uniform_like(x, s)) for s in range(4)])
+    draws = torch.stack(
+        [round_to_format(x, fp_format(2, 1), "stochastic", uniform=uniform_like(x, s)) for s in range(4)]
+    )
     assert set(draws.unique().tolist()) == {2.0, 3.0}
     assert abs(draws.mean().item() - 2.5) < 0.01
 
@@ -210,10 +219,13 @@ def test_property_fp32_block_scaling_is_idempotent(values, exponent, text):
     zero_block=st.booleans(),
     data=st.data(),
 )
-def test_property_block_scaled_reference_equals_brute_force(rows, blocks, block, fmt_fields, magnitude, zero_block, data):
+def test_property_block_scaled_reference_equals_brute_force(
+    rows, blocks, block, fmt_fields, magnitude, zero_block, data
+):
     n = rows * blocks * block
-    values = data.draw(st.lists(st.floats(-1.0, 1.0, width=32) | st.sampled_from([float("nan"), float("inf")]),
-                                min_size=n, max_size=n))
+    values = data.draw(
+        st.lists(st.floats(-1.0, 1.0, width=32) | st.sampled_from([float("nan"), float("inf")]), min_size=n, max_size=n)
+    )
     x = (torch.tensor(values) * magnitude).reshape(rows, blocks * block)
     if zero_block:
         x[0, :block] = 0.0
@@ -222,8 +234,10 @@ def test_property_block_scaled_reference_equals_brute_force(rows, blocks, block,
     text = f"fp:e{E}m{M}:b{block}"
     grouped = x.reshape(rows, blocks, block)
     amax = torch.where(torch.isfinite(grouped), grouped.abs(), 0.0).amax(dim=-1, keepdim=True)
-    scale = torch.where(amax > 0, torch.clamp(torch.full_like(amax, fmt.max_value) / amax, max=3.4028234663852886e38), 1.0)
-    expected = (brute_force_round((grouped * scale).reshape(-1), fmt, "nearest-even").reshape(grouped.shape) / scale)
+    scale = torch.where(
+        amax > 0, torch.clamp(torch.full_like(amax, fmt.max_value) / amax, max=3.4028234663852886e38), 1.0
+    )
+    expected = brute_force_round((grouped * scale).reshape(-1), fmt, "nearest-even").reshape(grouped.shape) / scale
     out = quantize_reference(x, text)
     assert same_bits(out, expected.reshape(x.shape))
     if zero_block:

@@ -65,9 +65,7 @@ def test_tensor_granularity_matches_torch_per_tensor_affine(symmetric):
     params = choose_qparams(x, spec)
     assert params.scale.shape == (1, 1)
     q_min, q_max = (-8, 7) if symmetric else (0, 15)
-    expected = torch.fake_quantize_per_tensor_affine(
-        x, float(params.scale), int(params.zero_point), q_min, q_max
-    )
+    expected = torch.fake_quantize_per_tensor_affine(x, float(params.scale), int(params.zero_point), q_min, q_max)
     assert same_bits(quantize_reference(x, spec), expected)
 
 

@@ -33,7 +33,11 @@ def test_parsed_fields():
     assert (spec.kind, spec.bits, spec.granularity, spec.group_size, spec.symmetric) == ("int", 3, "group", 32, False)
     spec = parse_spec("fp:e3m2:b128:stochastic:seed=7")
     assert (spec.exponent_bits, spec.mantissa_bits, spec.group_size, spec.rounding, spec.seed) == (
-        3, 2, 128, "stochastic", 7,
+        3,
+        2,
+        128,
+        "stochastic",
+        7,
     )
 
 

@@ -17,7 +17,6 @@ from qscaling.quant.ptq import load_quantized_model, quantize_model, sample_cali
 SHAPE = ModelShape(d_model=32, n_layers=2, n_heads=2, d_ff=64, vocab_size=64, seq_len=32)
 
 
-
 @pytest.fixture(scope="module")
 def source(tmp_path_factory):
     root = tmp_path_factory.mktemp("quantize_cli")
@@ -39,8 +38,16 @@ def _quantize(source, out, *extra):
 @pytest.mark.parametrize("method", ["gptq", "awq", "rtn"])
 def test_saved_checkpoint_reloads_with_the_in_memory_loss(source, method, tmp_path):
     out = tmp_path / "quantized"
-    calib = ["--calib", str(source / "tokens.bin"), "--calib-sequences", "4", "--calib-seq-len", "32",
-             "--calib-seed", "3"]
+    calib = [
+        "--calib",
+        str(source / "tokens.bin"),
+        "--calib-sequences",
+        "4",
+        "--calib-seq-len",
+        "32",
+        "--calib-seed",
+        "3",
+    ]
     assert _quantize(source, out, "--method", method, "--spec", "int4:g16", *calib) == 0
 
     in_memory, _ = load_checkpoint(source / "source")

@@ -14,8 +14,8 @@ import sys
 
 import pandas as pd
 import pytest
-
 from conftest import REPO_ROOT, run_snakemake
+
 from qscaling.diff import diff_trees, list_artifacts
 
 REFERENCE = REPO_ROOT / "reference"
@@ -24,8 +24,12 @@ TOLERANCES = ("--tolerances", str(REFERENCE / "tolerances.yaml"))
 
 
 def diff_against(reference, run, *extra) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "qscaling.cli", "diff", str(reference), str(run), *TOLERANCES,
-                           *extra], capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "qscaling.cli", "diff", str(reference), str(run), *TOLERANCES, *extra],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_the_reference_holds_small_artifacts_only():
@@ -59,19 +63,23 @@ def test_the_tolerances_catch_a_moved_loss(tmp_path):
 @pytest.mark.slow
 def test_the_smoke_run_matches_the_committed_reference(smoke_runs):
     result = diff_against(REFERENCE / "smoke", smoke_runs[0], "--markdown")
-    assert result.returncode == 0, (result.stdout[-4000:] + result.stderr
-                                    + "\nIf the change is intended, regenerate the reference: make reference")
+    assert result.returncode == 0, (
+        result.stdout[-4000:] + result.stderr + "\nIf the change is intended, regenerate the reference: make reference"
+    )
 
 
 @pytest.mark.slow
-def test_a_run_on_another_cpu_code_path_matches_the_reference_with_the_same_verdicts(alternate_cpu_smoke_run,
-                                                                                     smoke_runs):
+def test_a_run_on_another_cpu_code_path_matches_the_reference_with_the_same_verdicts(
+    alternate_cpu_smoke_run, smoke_runs
+):
     moved = [d.path for d in diff_trees(smoke_runs[0], alternate_cpu_smoke_run) if d.status != "identical"]
     assert moved, "the other code path changed no artifact: this test would show nothing"
     result = diff_against(REFERENCE / "smoke", alternate_cpu_smoke_run, "--markdown")
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr
-    verdicts = [pd.read_csv(root / "results" / "claims.csv")["verdict"].tolist()
-                for root in (REFERENCE / "smoke", alternate_cpu_smoke_run)]
+    verdicts = [
+        pd.read_csv(root / "results" / "claims.csv")["verdict"].tolist()
+        for root in (REFERENCE / "smoke", alternate_cpu_smoke_run)
+    ]
     assert verdicts[0] == verdicts[1]
 
 

@@ -6,7 +6,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import REPO_ROOT
 
 pytestmark = pytest.mark.slow
@@ -33,9 +32,24 @@ def test_every_report_item_has_a_caption_file(repo_root):
 def test_the_report_builds_and_lists_every_figure(smoke_runs, tmp_path):
     workdir = smoke_runs[0]
     html = tmp_path / "report.html"
-    result = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(REPO_ROOT / "Snakefile"), "--directory",
-                             str(workdir), "--config", "scale=smoke", "--report", str(html)],
-                            capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "-s",
+            str(REPO_ROOT / "Snakefile"),
+            "--directory",
+            str(workdir),
+            "--config",
+            "scale=smoke",
+            "--report",
+            str(html),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     text = html.read_text()
     assert text.lstrip().lower().startswith("<!doctype html")

@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 from conftest import qscaling_run_command
+
 from qscaling.diff import diff_trees, list_artifacts
 
 
@@ -40,8 +41,7 @@ def test_a_stale_lock_alone_is_cleared_and_said(tmp_path):
     workdir = tmp_path / "stale"
     (workdir / ".snakemake" / "locks").mkdir(parents=True)
     (workdir / ".snakemake" / "locks" / "0.input.lock").write_text("results/x\n")
-    result = subprocess.run(qscaling_run_command(workdir) + ["--dry-run"], capture_output=True, text=True,
-                            timeout=300)
+    result = subprocess.run(qscaling_run_command(workdir) + ["--dry-run"], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "resuming" in result.stdout
     assert not any((workdir / ".snakemake" / "locks").iterdir())

@@ -100,17 +100,32 @@ class OneNodeSlurm:
         for sub in ("munge", "state", "spool", "log"):
             (self.workdir / sub).mkdir(mode=0o700)
         self.workdir.chmod(0o755)  # munged refuses a socket directory path others cannot traverse
-        subprocess.run(["mungekey", "--create", "--keyfile", str(self.workdir / "munge" / "munge.key")], check=True,
-                       capture_output=True)
+        subprocess.run(
+            ["mungekey", "--create", "--keyfile", str(self.workdir / "munge" / "munge.key")],
+            check=True,
+            capture_output=True,
+        )
         SLURM_DIR.mkdir(exist_ok=True)
-        for name, text in (("slurm.conf", slurm_conf(self.workdir, node_hardware())),
-                           ("gres.conf", f"{MARKER}\nNodeName=localhost Name=gpu File=/dev/null\n")):
+        for name, text in (
+            ("slurm.conf", slurm_conf(self.workdir, node_hardware())),
+            ("gres.conf", f"{MARKER}\nNodeName=localhost Name=gpu File=/dev/null\n"),
+        ):
             (SLURM_DIR / name).write_text(text)
             self.written.append(SLURM_DIR / name)
         munge = self.workdir / "munge"
-        self._spawn("munged", ["munged", "--foreground", "--force", f"--socket={munge}/munge.socket",
-                               f"--key-file={munge}/munge.key", f"--pid-file={munge}/munged.pid",
-                               f"--seed-file={munge}/munged.seed", f"--log-file={self.workdir}/log/munged.log"])
+        self._spawn(
+            "munged",
+            [
+                "munged",
+                "--foreground",
+                "--force",
+                f"--socket={munge}/munge.socket",
+                f"--key-file={munge}/munge.key",
+                f"--pid-file={munge}/munged.pid",
+                f"--seed-file={munge}/munged.seed",
+                f"--log-file={self.workdir}/log/munged.log",
+            ],
+        )
         self._wait_for(lambda: (munge / "munge.socket").exists(), "munged socket")
         self._spawn("slurmctld", ["slurmctld", "-D", "-i"])
         self._wait_for(lambda: self._query(["sinfo", "-h"]) is not None, "slurmctld answering sinfo")
@@ -118,7 +133,7 @@ class OneNodeSlurm:
         self._wait_for(lambda: "idle" in (self._query(["sinfo", "-h", "-o", "%T"]) or ""), "node localhost idle")
 
     def _spawn(self, name: str, command: list[str]) -> None:
-        log = open(self.workdir / "log" / f"{name}.out", "w")
+        log = open(self.workdir / "log" / f"{name}.out", "w")  # noqa: SIM115 (the daemon writes to it until teardown)
         self.processes[name] = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
 
     def _query(self, command: list[str]) -> str | None:
@@ -173,8 +188,22 @@ def slurm_cluster(request):
 def test_the_profile_names_rules_that_exist():
     """A renamed rule would silently lose its GPU request: every rule the profile configures must exist."""
     profile = yaml.safe_load((REPO_ROOT / "profiles" / "slurm" / "config.yaml").read_text())
-    listed = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(REPO_ROOT / "Snakefile"), "--list-rules",
-                             "--config", "scale=smoke"], capture_output=True, text=True, cwd=REPO_ROOT, timeout=300)
+    listed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "-s",
+            str(REPO_ROOT / "Snakefile"),
+            "--list-rules",
+            "--config",
+            "scale=smoke",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+        timeout=300,
+    )
     assert listed.returncode == 0, listed.stderr[-2000:]
     rules = set(listed.stdout.split())
     assert set(profile["set-resources"]) <= rules, set(profile["set-resources"]) - rules
@@ -193,8 +222,20 @@ def cluster_targets(local_run: Path) -> list[str]:
 
 
 def run_with_profile(workdir: Path, *args: str, timeout: int = 1200) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "snakemake", "-s", str(REPO_ROOT / "Snakefile"), "--directory", str(workdir),
-               "--profile", str(REPO_ROOT / "profiles" / "slurm"), "--config", "scale=smoke", *args]
+    command = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(REPO_ROOT / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--profile",
+        str(REPO_ROOT / "profiles" / "slurm"),
+        "--config",
+        "scale=smoke",
+        *args,
+    ]
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=REPO_ROOT)
 
 
@@ -224,8 +265,12 @@ def test_smoke_dag_on_slurm_matches_a_local_run(slurm_cluster, smoke_runs, tmp_p
         (local_slice / relative).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(local_run / relative, local_slice / relative)
     assert len(list_artifacts(workdir)) >= 4
-    compared = subprocess.run([sys.executable, "-m", "qscaling.cli", "diff", str(local_slice), str(workdir)],
-                              capture_output=True, text=True, timeout=300)
+    compared = subprocess.run(
+        [sys.executable, "-m", "qscaling.cli", "diff", str(local_slice), str(workdir)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert compared.returncode == 0, compared.stdout[-4000:] + compared.stderr
 
 

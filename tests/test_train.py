@@ -20,8 +20,16 @@ SHAPE = ModelShape(d_model=32, n_layers=2, n_heads=2, d_ff=64, vocab_size=64, se
 
 
 def tiny_spec(**overrides) -> RunSpec:
-    fields = dict(size="Ntiny", shape=SHAPE, data="markov", batch_size=8, lr=3e-3, warmup_tokens=1024,
-                  total_tokens=25_600, schedule="cosine")
+    fields = dict(
+        size="Ntiny",
+        shape=SHAPE,
+        data="markov",
+        batch_size=8,
+        lr=3e-3,
+        warmup_tokens=1024,
+        total_tokens=25_600,
+        schedule="cosine",
+    )
     return RunSpec(**{**fields, **overrides})
 
 
@@ -62,15 +70,32 @@ def test_training_is_deterministic_and_learns(tmp_path, token_files):
     first = train(spec, tmp_path / "a", token_files["train"], milestones=[spec.total_tokens], progress=False)
     second = train(spec, tmp_path / "b", token_files["train"], milestones=[spec.total_tokens], progress=False)
     final = milestone_name(spec.total_tokens)
-    assert_same_weights(weights(tmp_path / "a" / "checkpoints" / final), weights(tmp_path / "b" / "checkpoints" / final))
+    assert_same_weights(
+        weights(tmp_path / "a" / "checkpoints" / final), weights(tmp_path / "b" / "checkpoints" / final)
+    )
     curve = [loss for _, loss in first["train_loss_curve"]]
     assert curve[-1] < curve[0] - 1.0  # ln(64) = 4.16 at start; the chain has ~ln(4) bits of entropy per token
     assert first["tokens_seen"] == second["tokens_seen"] == 100 * 8 * 32
 
 
 def _train_command(spec_path, token_file, out_dir):
-    return [sys.executable, "-m", "qscaling.cli", "train", str(spec_path), "--data", str(token_file), "--out",
-            str(out_dir), "--milestones", "51200", "--threads", "1", "--state-every", "10"]
+    return [
+        sys.executable,
+        "-m",
+        "qscaling.cli",
+        "train",
+        str(spec_path),
+        "--data",
+        str(token_file),
+        "--out",
+        str(out_dir),
+        "--milestones",
+        "51200",
+        "--threads",
+        "1",
+        "--state-every",
+        "10",
+    ]
 
 
 def test_kill_and_resume_gives_bit_identical_weights(tmp_path, token_files):
@@ -78,11 +103,20 @@ def test_kill_and_resume_gives_bit_identical_weights(tmp_path, token_files):
     spec_path = tmp_path / "spec.yaml"
     spec_path.write_text(yaml.safe_dump(spec.to_dict()))
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    subprocess.run(_train_command(spec_path, token_files["train"], tmp_path / "reference"), check=True, env=env,
-                   capture_output=True, timeout=300)
+    subprocess.run(
+        _train_command(spec_path, token_files["train"], tmp_path / "reference"),
+        check=True,
+        env=env,
+        capture_output=True,
+        timeout=300,
+    )
 
-    interrupted = subprocess.Popen(_train_command(spec_path, token_files["train"], tmp_path / "resumed"), env=env,
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    interrupted = subprocess.Popen(
+        _train_command(spec_path, token_files["train"], tmp_path / "resumed"),
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     state = tmp_path / "resumed" / "state.pt"
     deadline = time.monotonic() + 120
     while not state.exists() and time.monotonic() < deadline and interrupted.poll() is None:
@@ -93,11 +127,17 @@ def test_kill_and_resume_gives_bit_identical_weights(tmp_path, token_files):
     assert 0 < killed_at < spec.total_steps
     assert not (tmp_path / "resumed" / "run.json").exists()
 
-    subprocess.run(_train_command(spec_path, token_files["train"], tmp_path / "resumed"), check=True, env=env,
-                   capture_output=True, timeout=300)
+    subprocess.run(
+        _train_command(spec_path, token_files["train"], tmp_path / "resumed"),
+        check=True,
+        env=env,
+        capture_output=True,
+        timeout=300,
+    )
     final = milestone_name(51_200)
-    assert_same_weights(weights(tmp_path / "reference" / "checkpoints" / final),
-                        weights(tmp_path / "resumed" / "checkpoints" / final))
+    assert_same_weights(
+        weights(tmp_path / "reference" / "checkpoints" / final), weights(tmp_path / "resumed" / "checkpoints" / final)
+    )
 
 
 def test_non_finite_loss_stops_the_run_and_records_it(tmp_path, token_files, monkeypatch):
@@ -121,16 +161,21 @@ def test_non_finite_loss_stops_the_run_and_records_it(tmp_path, token_files, mon
 
 def test_wsd_cooldown_branch_starts_from_the_trunk_state(tmp_path, token_files):
     trunk = tiny_spec(schedule="wsd")
-    train(trunk, tmp_path / "trunk", token_files["train"], milestones=[20_480], branch_points=[20_480],
-          progress=False)
+    train(trunk, tmp_path / "trunk", token_files["train"], milestones=[20_480], branch_points=[20_480], progress=False)
     branch_state = tmp_path / "trunk" / "branches" / f"{milestone_name(20_480)}.pt"
     assert torch.load(branch_state, weights_only=True)["step"] == 80
     branch = tiny_spec(schedule="wsd", cooldown={"trunk": trunk.run_id, "start_tokens": 20_480})
     assert branch.run_id != trunk.run_id
     with pytest.raises(ValueError, match="needs its trunk's directory"):
         train(branch, tmp_path / "orphan", token_files["train"], progress=False)
-    summary = train(branch, tmp_path / "branch", token_files["train"], milestones=[25_600],
-                    trunk_dir=tmp_path / "trunk", progress=False)
+    summary = train(
+        branch,
+        tmp_path / "branch",
+        token_files["train"],
+        milestones=[25_600],
+        trunk_dir=tmp_path / "trunk",
+        progress=False,
+    )
     assert summary["steps"] == 100
     assert len(summary["train_loss_curve"]) == 100  # the trunk's 80 losses carried over + 20 cooldown steps
     trunk_weights = weights(tmp_path / "trunk" / "checkpoints" / milestone_name(20_480))
@@ -147,16 +192,20 @@ def test_a_longer_trunk_extends_the_same_run_bit_exactly(tmp_path, token_files):
     assert summary["steps"] == 100
     train(long, tmp_path / "direct", token_files["train"], milestones=[12_800, 25_600], progress=False)
     for tokens in (12_800, 25_600):
-        assert_same_weights(weights(tmp_path / "extended" / "checkpoints" / milestone_name(tokens)),
-                            weights(tmp_path / "direct" / "checkpoints" / milestone_name(tokens)))
+        assert_same_weights(
+            weights(tmp_path / "extended" / "checkpoints" / milestone_name(tokens)),
+            weights(tmp_path / "direct" / "checkpoints" / milestone_name(tokens)),
+        )
 
 
 def test_milestones_that_round_to_the_same_step_each_get_a_checkpoint(tmp_path, token_files):
     spec = tiny_spec(total_tokens=5120)  # 256 tokens per step: 1000 and 1024 both end at step 4
     summary = train(spec, tmp_path, token_files["train"], milestones=[1000, 1024, 5120], progress=False)
     assert sorted(summary["checkpoints"]) == ["1000", "1024", "5120"]
-    assert_same_weights(weights(tmp_path / "checkpoints" / milestone_name(1000)),
-                        weights(tmp_path / "checkpoints" / milestone_name(1024)))
+    assert_same_weights(
+        weights(tmp_path / "checkpoints" / milestone_name(1000)),
+        weights(tmp_path / "checkpoints" / milestone_name(1024)),
+    )
 
 
 def test_a_milestone_asked_for_after_the_run_retrains_it_identically(tmp_path, token_files):

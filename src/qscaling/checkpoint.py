@@ -63,8 +63,10 @@ def load_checkpoint(path: str | os.PathLike, *, dtype=None):
     metadata = read_metadata(path)
     expected = metadata.get("weights_sha256")
     if expected and sha256_file(path / WEIGHTS_FILE) != expected:
-        raise ValueError(f"checkpoint {path}: {WEIGHTS_FILE} does not match the sha256 recorded in {METADATA_FILE} "
-                         "(corrupted or replaced)")
+        raise ValueError(
+            f"checkpoint {path}: {WEIGHTS_FILE} does not match the sha256 recorded in {METADATA_FILE} "
+            "(corrupted or replaced)"
+        )
     try:
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
     except Exception as error:  # transformers/safetensors raise many types for a damaged file

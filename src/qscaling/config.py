@@ -91,8 +91,9 @@ def check_weight_spec(key: str, method: str, text, **fields) -> None:
         filled = text.format(**fields)
     except (KeyError, IndexError, ValueError) as error:
         placeholders = ", ".join("{" + name + "}" for name in fields) or "none"
-        raise ConfigError(f"config key {key}: {text!r} has an unknown placeholder {error} "
-                          f"(allowed: {placeholders})") from None
+        raise ConfigError(
+            f"config key {key}: {text!r} has an unknown placeholder {error} (allowed: {placeholders})"
+        ) from None
     try:
         spec = parse_spec(filled)
     except ValueError as error:
@@ -116,8 +117,9 @@ def check_sizes(config: dict, key: str, names) -> None:
     for index, name in enumerate([names] if isinstance(names, str) else names):
         if name not in config["ladder"]:
             where = key if isinstance(names, str) else f"{key}.{index}"
-            raise ConfigError(f"config key {where}: size '{name}' is not in ladder "
-                              f"(defined: {', '.join(config['ladder'])})")
+            raise ConfigError(
+                f"config key {where}: size '{name}' is not in ladder (defined: {', '.join(config['ladder'])})"
+            )
 
 
 def resolve_config(raw: dict) -> dict:

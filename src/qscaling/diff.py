@@ -137,8 +137,9 @@ def compare_tables(a: pd.DataFrame, b: pd.DataFrame, tol: Tolerances) -> tuple[b
     if list(a.columns) != list(b.columns):
         only_a = [c for c in a.columns if c not in b.columns]
         only_b = [c for c in b.columns if c not in a.columns]
-        return False, [f"columns differ: only in A {only_a}, only in B {only_b}"
-                       if only_a or only_b else "column order differs"]
+        return False, [
+            f"columns differ: only in A {only_a}, only in B {only_b}" if only_a or only_b else "column order differs"
+        ]
     if len(a) != len(b):
         return False, [f"row count {len(a)} vs {len(b)}"]
     within = True
@@ -146,8 +147,11 @@ def compare_tables(a: pd.DataFrame, b: pd.DataFrame, tol: Tolerances) -> tuple[b
         if column in tol.ignored:
             continue
         left, right = a[column].to_numpy(), b[column].to_numpy()
-        if pd.api.types.is_numeric_dtype(a[column]) and pd.api.types.is_numeric_dtype(b[column]) \
-                and not pd.api.types.is_bool_dtype(a[column]):
+        if (
+            pd.api.types.is_numeric_dtype(a[column])
+            and pd.api.types.is_numeric_dtype(b[column])
+            and not pd.api.types.is_bool_dtype(a[column])
+        ):
             rtol, atol = tol.for_column(column)
             left, right = left.astype(float), right.astype(float)
             both_nan = np.isnan(left) & np.isnan(right)
@@ -155,23 +159,34 @@ def compare_tables(a: pd.DataFrame, b: pd.DataFrame, tol: Tolerances) -> tuple[b
             exact = bool(np.all(both_nan | (left == right)))
             noise = _within_noise(a, b, column, bad, tol) if bad.any() else None
             if noise is not None and noise[0]:
-                details.append(f"{column}: {int(bad.sum())} of {len(a)} rows beyond rtol={rtol:g} atol={atol:g}, "
-                               f"{noise[1]}")
+                details.append(
+                    f"{column}: {int(bad.sum())} of {len(a)} rows beyond rtol={rtol:g} atol={atol:g}, {noise[1]}"
+                )
             elif bad.any():
                 within = False
                 rows = np.flatnonzero(bad)
                 worst = rows[np.nanargmax(np.abs(left[rows] - right[rows]))]
-                details.append(f"{column}: {len(rows)} of {len(a)} rows beyond rtol={rtol:g} atol={atol:g}; "
-                               f"largest at row {worst}: {left[worst]:.10g} vs {right[worst]:.10g}"
-                               + (f"; {noise[1]}" if noise else ""))
+                details.append(
+                    f"{column}: {len(rows)} of {len(a)} rows beyond rtol={rtol:g} atol={atol:g}; "
+                    f"largest at row {worst}: {left[worst]:.10g} vs {right[worst]:.10g}"
+                    + (f"; {noise[1]}" if noise else "")
+                )
             elif not exact:
-                details.append(f"{column}: within rtol={rtol:g} atol={atol:g} "
-                               f"(max |Δ| {np.nanmax(np.abs(left - right)):.3g})")
+                details.append(
+                    f"{column}: within rtol={rtol:g} atol={atol:g} (max |Δ| {np.nanmax(np.abs(left - right)):.3g})"
+                )
         else:
             unequal = [i for i in range(len(a)) if not _same_value(left[i], right[i])]
             rtol, atol = tol.for_column(column)
-            beyond = [i for i in unequal if not (isinstance(left[i], str) and isinstance(right[i], str)
-                                                 and text_within(left[i], right[i], rtol, atol))]
+            beyond = [
+                i
+                for i in unequal
+                if not (
+                    isinstance(left[i], str)
+                    and isinstance(right[i], str)
+                    and text_within(left[i], right[i], rtol, atol)
+                )
+            ]
             if beyond:
                 within = False
                 shown = ", ".join(f"row {i}: {left[i]!r} → {right[i]!r}" for i in beyond[:MAX_DETAILS])
@@ -214,10 +229,15 @@ def _within_noise(a: pd.DataFrame, b: pd.DataFrame, column: str, bad: np.ndarray
     largest, rms = float(z.max()), float(np.sqrt(np.mean(z**2)))
     rms_applies = len(z) >= NOISE_RMS_MIN_ROWS
     within = largest <= tol.noise_max and (rms <= tol.noise_rms or not rms_applies)
-    rms_text = (f"rms {rms:.3g} {'≤' if rms <= tol.noise_rms else '>'} {tol.noise_rms:g}" if rms_applies
-                else f"rms {rms:.3g} (not judged below {NOISE_RMS_MIN_ROWS} rows)")
-    return within, (f"in units of {se_column} over {len(z)} rows: largest {largest:.3g} "
-                    f"{'≤' if largest <= tol.noise_max else '>'} {tol.noise_max:g}, {rms_text}")
+    rms_text = (
+        f"rms {rms:.3g} {'≤' if rms <= tol.noise_rms else '>'} {tol.noise_rms:g}"
+        if rms_applies
+        else f"rms {rms:.3g} (not judged below {NOISE_RMS_MIN_ROWS} rows)"
+    )
+    return within, (
+        f"in units of {se_column} over {len(z)} rows: largest {largest:.3g} "
+        f"{'≤' if largest <= tol.noise_max else '>'} {tol.noise_max:g}, {rms_text}"
+    )
 
 
 def _same_value(a, b) -> bool:
@@ -285,8 +305,10 @@ def _same_predictions(a: dict, b: dict, tol: Tolerances) -> tuple[bool, list[str
     change = np.abs(predicted_a - predicted_b) / np.maximum(np.abs(predicted_b), np.finfo(float).tiny)
     worst = float(np.max(change)) if change.size else 0.0
     within = bool(np.all(np.isfinite(change))) and worst <= tol.prediction_tol
-    return within, [f"predictions at {change.size} points differ by ≤ {worst:.3g} (relative) "
-                    f"{'≤' if within else '>'} prediction-tol {tol.prediction_tol:g}"]
+    return within, [
+        f"predictions at {change.size} points differ by ≤ {worst:.3g} (relative) "
+        f"{'≤' if within else '>'} prediction-tol {tol.prediction_tol:g}"
+    ]
 
 
 def _intervals_overlap(ci_a, ci_b) -> bool | None:
@@ -474,8 +496,11 @@ def summary_counts(diffs: list[ArtifactDiff]) -> dict[str, int]:
 
 def format_text(diffs: list[ArtifactDiff], run_a, run_b) -> str:
     counts = summary_counts(diffs)
-    lines = [f"A: {run_a}", f"B: {run_b}",
-             "  ".join(f"{status.replace('_', ' ')}: {count}" for status, count in counts.items())]
+    lines = [
+        f"A: {run_a}",
+        f"B: {run_b}",
+        "  ".join(f"{status.replace('_', ' ')}: {count}" for status, count in counts.items()),
+    ]
     for diff in diffs:
         if diff.status == "identical":
             continue
@@ -490,8 +515,12 @@ def format_text(diffs: list[ArtifactDiff], run_a, run_b) -> str:
 
 def format_markdown(diffs: list[ArtifactDiff], run_a, run_b) -> str:
     counts = summary_counts(diffs)
-    lines = [f"### qscaling diff: `{run_a}` vs `{run_b}`", "",
-             " · ".join(f"{status.replace('_', ' ')}: **{count}**" for status, count in counts.items()), ""]
+    lines = [
+        f"### qscaling diff: `{run_a}` vs `{run_b}`",
+        "",
+        " · ".join(f"{status.replace('_', ' ')}: **{count}**" for status, count in counts.items()),
+        "",
+    ]
     shown = [d for d in diffs if d.status != "identical"]
     if shown:
         lines += ["| status | kind | artifact | details |", "|---|---|---|---|"]
@@ -512,8 +541,9 @@ def parse_column_tolerance(text: str) -> tuple[str, tuple[float, float]]:
             raise ValueError
         rtol, atol = float(parts[0]), float(parts[1]) if len(parts) == 2 else 0.0
     except ValueError:
-        raise ValueError(f"--column-tol {text!r}: expected COLUMN=RTOL or COLUMN=RTOL:ATOL, e.g. loss=1e-3:1e-6") \
-            from None
+        raise ValueError(
+            f"--column-tol {text!r}: expected COLUMN=RTOL or COLUMN=RTOL:ATOL, e.g. loss=1e-3:1e-6"
+        ) from None
     if rtol < 0 or atol < 0:
         raise ValueError(f"--column-tol {text!r}: tolerances must be ≥ 0")
     return name, (rtol, atol)
@@ -554,8 +584,9 @@ def tolerances_from_args(args) -> Tolerances:
     noise_columns.update(parse_noise_column(text) for text in args.noise_column)
     ignored = tuple(profile.get("ignore_columns") or ()) + tuple(args.ignore_column)
     figure_structure = bool(profile.get("figure_structure", False)) or args.figure_structure
-    return Tolerances(columns=columns, ignored=ignored, noise_columns=noise_columns,
-                      figure_structure=figure_structure, **scalars)
+    return Tolerances(
+        columns=columns, ignored=ignored, noise_columns=noise_columns, figure_structure=figure_structure, **scalars
+    )
 
 
 def parse_noise_column(text: str) -> tuple[str, str]:
@@ -569,29 +600,61 @@ def parse_noise_column(text: str) -> tuple[str, str]:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run_a", metavar="RUN_A", help="result tree (working directory or reference/<scale>)")
     parser.add_argument("run_b", metavar="RUN_B", help="result tree compared against RUN_A")
-    parser.add_argument("--tolerances", metavar="YAML",
-                        help="a tolerance profile (e.g. reference/tolerances.yaml); options given here override it")
+    parser.add_argument(
+        "--tolerances",
+        metavar="YAML",
+        help="a tolerance profile (e.g. reference/tolerances.yaml); options given here override it",
+    )
     parser.add_argument("--rtol", type=float, help="relative tolerance for numbers (default 0)")
     parser.add_argument("--atol", type=float, help="absolute tolerance for numbers (default 0)")
-    parser.add_argument("--column-tol", action="append", default=[], metavar="NAME=RTOL[:ATOL]",
-                        help="tolerance for one table column or fit parameter (repeatable)")
-    parser.add_argument("--ignore-column", action="append", default=[], metavar="NAME",
-                        help="leave a table column out of the comparison (repeatable), e.g. a wall-clock timing")
-    parser.add_argument("--noise-column", action="append", default=[], metavar="NAME[=SE_NAME]",
-                        help="compare a table column in units of its standard-error column (default NAME_se), "
-                             "bounded by --noise-max per row and --noise-rms over the rows (repeatable)")
-    parser.add_argument("--noise-max", type=float, help="largest change of one row of a noise column, in SEs "
-                        "(default 3); also bounds a moved fit parameter in bootstrap SEs")
-    parser.add_argument("--noise-rms", type=float, help="largest root-mean-square change over a noise column, in SEs "
-                        "(default 0.5)")
-    parser.add_argument("--prediction-tol", type=float,
-                        help="for a fit whose parameters moved beyond tolerance: the largest relative change of its "
-                             "predictions, at the points either fit saw, still accepted (default 0)")
-    parser.add_argument("--figure-structure", action="store_true",
-                        help="accept a figure beyond --figure-tol whose drawn data (its .data.json) kept their "
-                             "structure: its inputs moved, and are compared on their own")
-    parser.add_argument("--figure-tol", type=float,
-                        help="largest RMS pixel difference (0–255 scale) accepted for figures whose bytes differ")
+    parser.add_argument(
+        "--column-tol",
+        action="append",
+        default=[],
+        metavar="NAME=RTOL[:ATOL]",
+        help="tolerance for one table column or fit parameter (repeatable)",
+    )
+    parser.add_argument(
+        "--ignore-column",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="leave a table column out of the comparison (repeatable), e.g. a wall-clock timing",
+    )
+    parser.add_argument(
+        "--noise-column",
+        action="append",
+        default=[],
+        metavar="NAME[=SE_NAME]",
+        help="compare a table column in units of its standard-error column (default NAME_se), "
+        "bounded by --noise-max per row and --noise-rms over the rows (repeatable)",
+    )
+    parser.add_argument(
+        "--noise-max",
+        type=float,
+        help="largest change of one row of a noise column, in SEs "
+        "(default 3); also bounds a moved fit parameter in bootstrap SEs",
+    )
+    parser.add_argument(
+        "--noise-rms", type=float, help="largest root-mean-square change over a noise column, in SEs (default 0.5)"
+    )
+    parser.add_argument(
+        "--prediction-tol",
+        type=float,
+        help="for a fit whose parameters moved beyond tolerance: the largest relative change of its "
+        "predictions, at the points either fit saw, still accepted (default 0)",
+    )
+    parser.add_argument(
+        "--figure-structure",
+        action="store_true",
+        help="accept a figure beyond --figure-tol whose drawn data (its .data.json) kept their "
+        "structure: its inputs moved, and are compared on their own",
+    )
+    parser.add_argument(
+        "--figure-tol",
+        type=float,
+        help="largest RMS pixel difference (0–255 scale) accepted for figures whose bytes differ",
+    )
     output = parser.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true", help="machine-readable output")
     output.add_argument("--markdown", action="store_true", help="a Markdown table (e.g. for a CI comment)")
@@ -601,8 +664,18 @@ def run(args) -> int:
     tol = tolerances_from_args(args)
     diffs = diff_trees(args.run_a, args.run_b, tol)
     if args.json:
-        print(json.dumps({"run_a": str(args.run_a), "run_b": str(args.run_b), "tolerances": asdict(tol),
-                          "counts": summary_counts(diffs), "artifacts": [asdict(d) for d in diffs]}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "run_a": str(args.run_a),
+                    "run_b": str(args.run_b),
+                    "tolerances": asdict(tol),
+                    "counts": summary_counts(diffs),
+                    "artifacts": [asdict(d) for d in diffs],
+                },
+                indent=2,
+            )
+        )
     elif args.markdown:
         print(format_markdown(diffs, args.run_a, args.run_b), end="")
     else:
@@ -620,13 +693,35 @@ def fits_table(paths) -> pd.DataFrame:
         doc = json.loads(Path(path).read_text())
         fit_name = f"{Path(path).parent.name}/{Path(path).stem}"
         if not _is_fit_doc(doc):
-            rows.append({"fit": fit_name, "law": None, "parameter": None, "value": None, "ci_low": None,
-                         "ci_high": None, "r2": None, "n_points": None, "note": doc.get("error", "not a fit")})
+            rows.append(
+                {
+                    "fit": fit_name,
+                    "law": None,
+                    "parameter": None,
+                    "value": None,
+                    "ci_low": None,
+                    "ci_high": None,
+                    "r2": None,
+                    "n_points": None,
+                    "note": doc.get("error", "not a fit"),
+                }
+            )
             continue
         for name, value in doc["params"].items():
             low, high = doc.get("ci", {}).get(name) or (None, None)
-            rows.append({"fit": fit_name, "law": doc["law"], "parameter": name, "value": value, "ci_low": low,
-                         "ci_high": high, "r2": doc.get("r2"), "n_points": doc.get("n_points"),
-                         "note": "; ".join(doc.get("notes", []))})
-    return pd.DataFrame(rows, columns=["fit", "law", "parameter", "value", "ci_low", "ci_high", "r2", "n_points",
-                                       "note"])
+            rows.append(
+                {
+                    "fit": fit_name,
+                    "law": doc["law"],
+                    "parameter": name,
+                    "value": value,
+                    "ci_low": low,
+                    "ci_high": high,
+                    "r2": doc.get("r2"),
+                    "n_points": doc.get("n_points"),
+                    "note": "; ".join(doc.get("notes", [])),
+                }
+            )
+    return pd.DataFrame(
+        rows, columns=["fit", "law", "parameter", "value", "ci_low", "ci_high", "r2", "n_points", "note"]
+    )

@@ -25,8 +25,15 @@ def standard_error(values: torch.Tensor) -> float:
 
 
 @torch.no_grad()
-def evaluate_loss(model, tokens: np.ndarray, *, seq_len: int, batch_size: int = 16, max_tokens: int | None = None,
-                  progress: bool = False) -> dict:
+def evaluate_loss(
+    model,
+    tokens: np.ndarray,
+    *,
+    seq_len: int,
+    batch_size: int = 16,
+    max_tokens: int | None = None,
+    progress: bool = False,
+) -> dict:
     """Mean next-token loss over the held-out windows: {"loss", "loss_se", "tokens", "per_window"}.
 
     `loss_se` is the standard error over windows; `per_window` (a float64 tensor) lets a caller pair two models
@@ -59,8 +66,9 @@ def evaluate_loss(model, tokens: np.ndarray, *, seq_len: int, batch_size: int = 
     }
 
 
-def evaluate_checkpoint(path, tokens: np.ndarray, *, split: str, max_tokens: int | None, batch_size: int = 16,
-                        seq_len: int | None = None) -> dict:
+def evaluate_checkpoint(
+    path, tokens: np.ndarray, *, split: str, max_tokens: int | None, batch_size: int = 16, seq_len: int | None = None
+) -> dict:
     """One tidy row: the checkpoint's metadata (run, N, D, …) and its loss on `tokens`."""
     model, metadata = load_checkpoint(path)
     spec = metadata.get("spec", {})
@@ -85,8 +93,14 @@ def evaluate_checkpoint(path, tokens: np.ndarray, *, split: str, max_tokens: int
     }
 
 
-def evaluate_run(run_json: str | Path, tokens_path: str | Path, *, split: str = "val", max_tokens: int | None = None,
-                 batch_size: int = 16) -> pd.DataFrame:
+def evaluate_run(
+    run_json: str | Path,
+    tokens_path: str | Path,
+    *,
+    split: str = "val",
+    max_tokens: int | None = None,
+    batch_size: int = 16,
+) -> pd.DataFrame:
     """Rows for every checkpoint a run recorded in its run.json."""
     run_json = Path(run_json)
     summary = json.loads(run_json.read_text())
@@ -120,10 +134,12 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     tokens = load_tokens(args.data)
-    rows = pd.DataFrame([
-        evaluate_checkpoint(path, tokens, split=args.split, max_tokens=args.max_tokens, batch_size=args.batch_size)
-        for path in args.checkpoint
-    ])
+    rows = pd.DataFrame(
+        [
+            evaluate_checkpoint(path, tokens, split=args.split, max_tokens=args.max_tokens, batch_size=args.batch_size)
+            for path in args.checkpoint
+        ]
+    )
     if args.out:
         if Path(args.out).exists():
             rows = pd.concat([pd.read_parquet(args.out), rows], ignore_index=True)

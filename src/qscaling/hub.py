@@ -12,8 +12,14 @@ from pathlib import Path
 from qscaling.checkpoint import save_checkpoint
 from qscaling.data.fetch import sha256_file
 
-WEIGHT_PATTERNS = ["config.json", "generation_config.json", "*.safetensors", "*.safetensors.index.json",
-                   "pytorch_model*.bin", "pytorch_model.bin.index.json"]
+WEIGHT_PATTERNS = [
+    "config.json",
+    "generation_config.json",
+    "*.safetensors",
+    "*.safetensors.index.json",
+    "pytorch_model*.bin",
+    "pytorch_model.bin.index.json",
+]
 PYTHIA_TOKENS_PER_STEP = 1024 * 2048  # Pythia: 1024 sequences of 2048 tokens per step (Biderman et al. 2023)
 
 
@@ -40,8 +46,13 @@ def import_revision(repo: str, revision: str, out_dir, *, run_id: str, tokens_se
         model = AutoModelForCausalLM.from_pretrained(source)
     except Exception as error:  # transformers raises many types for a damaged or unsupported checkpoint
         raise ValueError(f"{repo}@{revision}: cannot be loaded ({type(error).__name__}: {error})") from error
-    metadata = {"run_id": run_id, "tokens_seen": tokens_seen, "milestone_tokens": tokens_seen,
-                "step": int(revision.removeprefix("step")) if revision.startswith("step") else None,
-                "spec": {"size": size, "source": "hub"}, "source": {"repo": repo, "revision": revision, "files": files}}
+    metadata = {
+        "run_id": run_id,
+        "tokens_seen": tokens_seen,
+        "milestone_tokens": tokens_seen,
+        "step": int(revision.removeprefix("step")) if revision.startswith("step") else None,
+        "spec": {"size": size, "source": "hub"},
+        "source": {"repo": repo, "revision": revision, "files": files},
+    }
     save_checkpoint(model, out_dir, metadata)
     return metadata

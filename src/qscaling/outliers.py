@@ -52,6 +52,7 @@ def qkv_inputs(model, windows: torch.Tensor) -> list[torch.Tensor]:
     captured: dict[int, list] = {}
     hooks = []
     for index, projections in enumerate(qkv_projections(model)):
+
         def keep(module, inputs, output, index=index):
             captured.setdefault(index, []).append(inputs[0].detach().float().reshape(-1, inputs[0].shape[-1]))
 
@@ -78,13 +79,15 @@ def block_proxies(model, inputs: list[torch.Tensor]) -> pd.DataFrame:
     rows = []
     for block, (x, gain, projections) in enumerate(zip(inputs, gains, qkv_projections(model))):
         stacked = torch.cat([p.weight.detach().float() for p in projections])
-        rows.append({
-            "block": block,
-            "rmse": w8a8_rmse(x),
-            "act_std": float(x.std(dim=-1).mean()),
-            "gain_std": float("nan") if gain is None else float(gain.std()),
-            "spectral_norm": float(torch.linalg.matrix_norm(stacked.cpu(), ord=2)),
-        })
+        rows.append(
+            {
+                "block": block,
+                "rmse": w8a8_rmse(x),
+                "act_std": float(x.std(dim=-1).mean()),
+                "gain_std": float("nan") if gain is None else float(gain.std()),
+                "spectral_norm": float(torch.linalg.matrix_norm(stacked.cpu(), ord=2)),
+            }
+        )
     return pd.DataFrame(rows)
 
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from qscaling.shape import ModelShape
 from qscaling.runspec import RunSpec
+from qscaling.shape import ModelShape
 
 
 @dataclass
@@ -47,8 +47,11 @@ class Planner:
 
     def spec(self, size: str, total_tokens: int, **overrides) -> RunSpec:
         training = {k: v for k, v in self.config["training"].items() if k not in ("seq_len", "state_every_steps")}
-        shape = ModelShape(**self.config["ladder"][size], vocab_size=self.config["corpus"]["vocab_size"],
-                           seq_len=self.config["training"]["seq_len"])
+        shape = ModelShape(
+            **self.config["ladder"][size],
+            vocab_size=self.config["corpus"]["vocab_size"],
+            seq_len=self.config["training"]["seq_len"],
+        )
         fields = {**training, "betas": tuple(training["betas"]), **overrides}
         return RunSpec(size=size, shape=shape, data=self.data_id, total_tokens=total_tokens, **fields)
 
@@ -71,8 +74,7 @@ class Planner:
         if start <= 0:
             raise ValueError(f"cooldown of {size} at {budget} tokens: the branch point falls before the first step")
         trunk = self.trunk(size, upto=start + tokens_per_step, branch_points=[start], **overrides)
-        branch = self.spec(size, budget, schedule="wsd", cooldown={"trunk": trunk, "start_tokens": start},
-                           **overrides)
+        branch = self.spec(size, budget, schedule="wsd", cooldown={"trunk": trunk, "start_tokens": start}, **overrides)
         return self._need(branch, milestones=[budget])
 
     def cosine(self, size: str, budget: int, **overrides) -> str:

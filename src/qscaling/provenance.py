@@ -23,8 +23,18 @@ from pathlib import Path
 from qscaling.checkpoint import write_json_atomic
 from qscaling.data.fetch import sha256_file
 
-PACKAGES = ("qscaling", "torch", "transformers", "tokenizers", "snakemake", "numpy", "pandas", "scipy",
-            "matplotlib", "seaborn")
+PACKAGES = (
+    "qscaling",
+    "torch",
+    "transformers",
+    "tokenizers",
+    "snakemake",
+    "numpy",
+    "pandas",
+    "scipy",
+    "matplotlib",
+    "seaborn",
+)
 PROVENANCE_DIR = Path("results") / "provenance"
 # All records of a working directory in one file, refreshed as each job finishes and when the workflow ends.
 MANIFEST_PATH = Path("results") / "manifest.json"
@@ -35,8 +45,13 @@ def code_version() -> str:
     """`git describe --always --dirty` of the qscaling checkout, or 'unknown' outside a git checkout."""
     source = Path(__file__).resolve().parent
     try:
-        result = subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=12"], cwd=source,
-                                capture_output=True, text=True, timeout=10)
+        result = subprocess.run(
+            ["git", "describe", "--always", "--dirty", "--abbrev=12"],
+            cwd=source,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return "unknown"
     return result.stdout.strip() if result.returncode == 0 else "unknown"
@@ -171,8 +186,9 @@ def job_context(snakemake):
     with open(log_path, "a") as log:
         previous_stderr = sys.stderr
         sys.stderr = log
-        logging.basicConfig(stream=log, level=logging.INFO, force=True,
-                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        logging.basicConfig(
+            stream=log, level=logging.INFO, force=True, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+        )
         try:
             import torch
 

@@ -43,8 +43,11 @@ def is_locked(directory: Path) -> bool:
 def _is_snakemake_process(command: list[str]) -> bool:
     """A Snakemake process (`snakemake …`, `python -m snakemake …`) or one of its script jobs."""
     names = [Path(part).name for part in command]
-    return ("snakemake" in names or any(f"{os.sep}.snakemake{os.sep}scripts{os.sep}" in part for part in command)
-            or any(a == "-m" and b == "snakemake" for a, b in zip(command, command[1:])))
+    return (
+        "snakemake" in names
+        or any(f"{os.sep}.snakemake{os.sep}scripts{os.sep}" in part for part in command)
+        or any(a == "-m" and b == "snakemake" for a, b in zip(command, command[1:]))
+    )
 
 
 def processes_in(directory: Path) -> list[psutil.Process]:
@@ -70,8 +73,9 @@ def prepare(directory: Path, snakemake_args: list[str]) -> bool:
     live = processes_in(directory)
     if live:
         listed = ", ".join(f"pid {p.pid}" for p in live[:3])
-        raise DirectoryBusy(f"{directory} is in use by a running Snakemake ({listed}); wait for it to finish or stop "
-                            "it first")
+        raise DirectoryBusy(
+            f"{directory} is in use by a running Snakemake ({listed}); wait for it to finish or stop it first"
+        )
     unlock = subprocess.run(_snakemake(snakemake_args, "--unlock"), capture_output=True, text=True)
     if unlock.returncode != 0:
         raise DirectoryBusy(f"{directory}: snakemake --unlock failed: {unlock.stderr.strip().splitlines()[-1:]}")
@@ -99,6 +103,9 @@ def run(args) -> int:
         print(f"qscaling run: {error}", file=sys.stderr)
         return 1
     if resuming:
-        print(f"qscaling run: resuming in {directory}: the previous run was interrupted; its lock is removed, "
-              "finished outputs are kept and incomplete ones are made again", flush=True)
+        print(
+            f"qscaling run: resuming in {directory}: the previous run was interrupted; its lock is removed, "
+            "finished outputs are kept and incomplete ones are made again",
+            flush=True,
+        )
     return subprocess.run(_snakemake(snakemake_args, "--rerun-incomplete")).returncode

@@ -43,8 +43,10 @@ class RunSpec:
         if self.cooldown is not None and self.schedule != "wsd":
             raise ValueError("run spec: a cooldown branch needs schedule 'wsd'")
         if self.cooldown is not None and not 0 < self.cooldown["start_tokens"] < self.total_tokens:
-            raise ValueError(f"run spec: cooldown.start_tokens={self.cooldown['start_tokens']} must lie inside "
-                             f"(0, total_tokens={self.total_tokens})")
+            raise ValueError(
+                f"run spec: cooldown.start_tokens={self.cooldown['start_tokens']} must lie inside "
+                f"(0, total_tokens={self.total_tokens})"
+            )
 
     @property
     def tokens_per_step(self) -> int:

@@ -43,8 +43,7 @@ def held_out_documents(tokens: np.ndarray, tokenizer, eos_id: int) -> list[list[
 
 def _positions(documents, context_words: int, tail_words: int, rng) -> list[tuple[int, int]]:
     """Every (document, word index) with a full context before it and `tail_words` words after, shuffled."""
-    positions = [(d, i) for d, words in enumerate(documents)
-                 for i in range(context_words, len(words) - tail_words)]
+    positions = [(d, i) for d, words in enumerate(documents) for i in range(context_words, len(words) - tail_words)]
     order = rng.permutation(len(positions))
     return [positions[k] for k in order]
 
@@ -85,8 +84,13 @@ def continuation_items(documents, *, items: int, context_words: int, continuatio
             if other_d != d and span not in candidates:
                 candidates.append(span)
         order = rng.permutation(CHOICES)
-        chosen.append({"context": " ".join(words[i - context_words : i]),
-                       "choices": [candidates[k] for k in order], "label": int(np.flatnonzero(order == 0)[0])})
+        chosen.append(
+            {
+                "context": " ".join(words[i - context_words : i]),
+                "choices": [candidates[k] for k in order],
+                "label": int(np.flatnonzero(order == 0)[0]),
+            }
+        )
         if len(chosen) == items:
             break
     return chosen
@@ -113,9 +117,13 @@ def cloze_items(documents, *, items: int, context_words: int, continuation_words
                 candidates.append(word)
         order = rng.permutation(CHOICES)
         prefix = " ".join(words[i - context_words : i])
-        chosen.append({"contexts": [f"{prefix} {candidates[k]}" for k in order],
-                       "suffix": " ".join(words[i + 1 : i + 1 + continuation_words]),
-                       "label": int(np.flatnonzero(order == 0)[0])})
+        chosen.append(
+            {
+                "contexts": [f"{prefix} {candidates[k]}" for k in order],
+                "suffix": " ".join(words[i + 1 : i + 1 + continuation_words]),
+                "label": int(np.flatnonzero(order == 0)[0]),
+            }
+        )
         if len(chosen) == items:
             break
     return chosen
@@ -123,19 +131,40 @@ def cloze_items(documents, *, items: int, context_words: int, continuation_words
 
 def task_config(name: str, data_file: Path) -> dict:
     """The lm-evaluation-harness YAML config of one task reading `data_file` (JSON lines)."""
-    common = {"task": name, "dataset_path": "json", "dataset_kwargs": {"data_files": {"test": str(data_file)}},
-              "test_split": "test", "metadata": {"version": 1.0}}
+    common = {
+        "task": name,
+        "dataset_path": "json",
+        "dataset_kwargs": {"data_files": {"test": str(data_file)}},
+        "test_split": "test",
+        "metadata": {"version": 1.0},
+    }
     accuracy = {"metric": "acc", "aggregation": "mean", "higher_is_better": True}
     if name == "qscaling_lastword":
-        return {**common, "output_type": "loglikelihood", "doc_to_text": "context", "doc_to_target": "target",
-                "metric_list": [accuracy]}
+        return {
+            **common,
+            "output_type": "loglikelihood",
+            "doc_to_text": "context",
+            "doc_to_target": "target",
+            "metric_list": [accuracy],
+        }
     if name == "qscaling_continuation":
-        return {**common, "output_type": "multiple_choice", "doc_to_text": "context", "doc_to_choice": "choices",
-                "doc_to_target": "label",
-                "metric_list": [accuracy, {"metric": "acc_norm", "aggregation": "mean", "higher_is_better": True}]}
+        return {
+            **common,
+            "output_type": "multiple_choice",
+            "doc_to_text": "context",
+            "doc_to_choice": "choices",
+            "doc_to_target": "label",
+            "metric_list": [accuracy, {"metric": "acc_norm", "aggregation": "mean", "higher_is_better": True}],
+        }
     # An integer doc_to_text with a list of contexts is lm-evaluation-harness's multiple-input mode (WinoGrande).
-    return {**common, "output_type": "multiple_choice", "doc_to_text": "label", "doc_to_choice": "contexts",
-            "doc_to_target": "suffix", "metric_list": [accuracy]}
+    return {
+        **common,
+        "output_type": "multiple_choice",
+        "doc_to_text": "label",
+        "doc_to_choice": "contexts",
+        "doc_to_target": "suffix",
+        "metric_list": [accuracy],
+    }
 
 
 def build_tasks(documents, out_dir, *, items: int, context_words: int, continuation_words: int, seed: int) -> dict:
@@ -144,21 +173,27 @@ def build_tasks(documents, out_dir, *, items: int, context_words: int, continuat
     Data paths in the YAML files are absolute, so `lm_eval --include_path out_dir` runs them from anywhere.
     """
     if items < 1 or context_words < 1 or continuation_words < 1:
-        raise ValueError(f"tasks: items={items}, context_words={context_words}, continuation_words="
-                         f"{continuation_words} must all be positive")
+        raise ValueError(
+            f"tasks: items={items}, context_words={context_words}, continuation_words="
+            f"{continuation_words} must all be positive"
+        )
     out_dir = Path(out_dir).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     built = {
         "qscaling_lastword": lastword_items(documents, items=items, context_words=context_words, seed=seed),
-        "qscaling_continuation": continuation_items(documents, items=items, context_words=context_words,
-                                                    continuation_words=continuation_words, seed=seed),
-        "qscaling_cloze": cloze_items(documents, items=items, context_words=context_words,
-                                      continuation_words=continuation_words, seed=seed),
+        "qscaling_continuation": continuation_items(
+            documents, items=items, context_words=context_words, continuation_words=continuation_words, seed=seed
+        ),
+        "qscaling_cloze": cloze_items(
+            documents, items=items, context_words=context_words, continuation_words=continuation_words, seed=seed
+        ),
     }
     for name, rows in built.items():
         if not rows:
-            raise ValueError(f"tasks: the held-out set has no passage of {context_words} + {continuation_words} "
-                             f"words for {name}; lower context_words or continuation_words")
+            raise ValueError(
+                f"tasks: the held-out set has no passage of {context_words} + {continuation_words} "
+                f"words for {name}; lower context_words or continuation_words"
+            )
         data_file = out_dir / f"{name}.jsonl"
         data_file.write_text("".join(json.dumps(row, sort_keys=True) + "\n" for row in rows))
         (out_dir / f"{name}.yaml").write_text(yaml.safe_dump(task_config(name, data_file), sort_keys=True))
@@ -172,8 +207,16 @@ def hf_tokenizer(tokenizer_file: str | os.PathLike, eos_token: str):
     return PreTrainedTokenizerFast(tokenizer_file=str(tokenizer_file), eos_token=eos_token, pad_token=eos_token)
 
 
-def run_tasks(model, tokenizer, *, tasks, include_path=None, batch_size: int = 32, max_length: int | None = None,
-              limit: int | None = None) -> dict[str, dict]:
+def run_tasks(
+    model,
+    tokenizer,
+    *,
+    tasks,
+    include_path=None,
+    batch_size: int = 32,
+    max_length: int | None = None,
+    limit: int | None = None,
+) -> dict[str, dict]:
     """Run `tasks` on an in-memory model through `lm_eval.simple_evaluate`.
 
     `include_path`: the directory `build_tasks` wrote (None: lm-evaluation-harness's own tasks, by name).
@@ -188,19 +231,33 @@ def run_tasks(model, tokenizer, *, tasks, include_path=None, batch_size: int = 3
         logging.getLogger(noisy).setLevel(logging.ERROR)
     device = str(next(model.parameters()).device)
     lm = HFLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size, max_length=max_length, device=device)
-    manager = TaskManager(include_path=str(include_path) if include_path else None,
-                          include_defaults=include_path is None)
+    manager = TaskManager(
+        include_path=str(include_path) if include_path else None, include_defaults=include_path is None
+    )
     unknown = sorted(set(tasks) - set(manager.all_tasks))
     if unknown:
         where = include_path or "lm-evaluation-harness's task index"
         raise ValueError(f"tasks: {unknown} not found in {where}")
-    output = simple_evaluate(model=lm, tasks=list(tasks), task_manager=manager, num_fewshot=0, limit=limit,
-                             log_samples=True, bootstrap_iters=0, random_seed=0, numpy_random_seed=0,
-                             torch_random_seed=0, fewshot_random_seed=0)
+    output = simple_evaluate(
+        model=lm,
+        tasks=list(tasks),
+        task_manager=manager,
+        num_fewshot=0,
+        limit=limit,
+        log_samples=True,
+        bootstrap_iters=0,
+        random_seed=0,
+        numpy_random_seed=0,
+        torch_random_seed=0,
+        fewshot_random_seed=0,
+    )
     results = {}
     for task in tasks:
         samples = sorted(output["samples"][task], key=lambda sample: sample["doc_id"])
-        metrics = {key.split(",")[0]: value for key, value in output["results"][task].items()
-                   if key.endswith(",none") and "stderr" not in key}
+        metrics = {
+            key.split(",")[0]: value
+            for key, value in output["results"][task].items()
+            if key.endswith(",none") and "stderr" not in key
+        }
         results[task] = {**metrics, "correct": np.array([int(sample["acc"]) for sample in samples], dtype=np.int8)}
     return results

@@ -29,7 +29,7 @@ def find_producer(path: str, root: Path) -> tuple[str, dict] | None:
     # Checkpoints are side outputs of train_run: <run dir>/checkpoints/<milestone>, recorded under <run dir>.
     parts = Path(path).parts
     if "checkpoints" in parts[1:]:
-        run_dir = Path(*parts[:parts.index("checkpoints")])
+        run_dir = Path(*parts[: parts.index("checkpoints")])
         siblings = sorted((root / PROVENANCE_DIR / run_dir).glob("*.json"))
         if siblings:
             record = json.loads(siblings[0].read_text())
@@ -59,8 +59,9 @@ def trace(path: str, root: Path, seen: set | None = None, recorded_sha=None) -> 
         node["repeated"] = True
         return node
     seen.add(output)
-    node.update({key: record.get(key) for key in ("wildcards", "params", "scale", "code_version", "started",
-                                                  "finished")})
+    node.update(
+        {key: record.get(key) for key in ("wildcards", "params", "scale", "code_version", "started", "finished")}
+    )
     node["inputs"] = [trace(name, root, seen, sha) for name, sha in record.get("inputs", {}).items()]
     return node
 
@@ -98,8 +99,10 @@ def format_tree(node: dict, prefix: str = "", last: bool = True, top: bool = Tru
         return lines
     if "rule" in node:
         detail_prefix = child_prefix + ("│  " if node.get("inputs") else "   ")
-        lines.append(f"{detail_prefix}scale {node.get('scale')}, code {node.get('code_version')}, "
-                     f"{node.get('started')} → {node.get('finished')}")
+        lines.append(
+            f"{detail_prefix}scale {node.get('scale')}, code {node.get('code_version')}, "
+            f"{node.get('started')} → {node.get('finished')}"
+        )
         if node.get("wildcards"):
             lines.append(f"{detail_prefix}wildcards {json.dumps(node['wildcards'], sort_keys=True)}")
         lines.extend(f"{detail_prefix}param {line}" for line in _params_lines(node.get("params")))
@@ -132,8 +135,10 @@ def run(args) -> int:
         except ValueError:
             raise ValueError(f"FILE {args.file}: not inside --root {root.resolve()}") from None
     if read_record(relative.as_posix(), root) is None:
-        raise FileNotFoundError(f"FILE {relative}: no provenance record at {root / PROVENANCE_DIR / relative}.json "
-                                f"(outputs are traced from the working directory they were built in; see --root)")
+        raise FileNotFoundError(
+            f"FILE {relative}: no provenance record at {root / PROVENANCE_DIR / relative}.json "
+            f"(outputs are traced from the working directory they were built in; see --root)"
+        )
     tree = trace(relative.as_posix(), root)
     if args.json:
         print(json.dumps(tree, indent=2))

@@ -214,20 +214,33 @@ def train(
             branch_steps.setdefault(math.ceil(b / spec.tokens_per_step), []).append(b)
     state = load_state(state_path, spec.run_id) if state_path.exists() else None
     if state is not None:
-        missed = [m for s, ms in milestone_steps.items() for m in ms
-                  if s <= state["step"] and not (run_dir / "checkpoints" / milestone_name(m)).is_dir()]
-        missed += [b for s, bs in branch_steps.items() for b in bs
-                   if s <= state["step"] and not (run_dir / "branches" / f"{milestone_name(b)}.pt").is_file()]
+        missed = [
+            m
+            for s, ms in milestone_steps.items()
+            for m in ms
+            if s <= state["step"] and not (run_dir / "checkpoints" / milestone_name(m)).is_dir()
+        ]
+        missed += [
+            b
+            for s, bs in branch_steps.items()
+            for b in bs
+            if s <= state["step"] and not (run_dir / "branches" / f"{milestone_name(b)}.pt").is_file()
+        ]
         if missed:
             # The saved state is past checkpoints asked for since: retrain from the start (same weights, seeded).
-            logging.getLogger(__name__).warning("run %s: state at step %d is past unsaved milestones %s; "
-                                                "training again from the start", spec.run_id, state["step"], missed)
+            logging.getLogger(__name__).warning(
+                "run %s: state at step %d is past unsaved milestones %s; training again from the start",
+                spec.run_id,
+                state["step"],
+                missed,
+            )
             state = None
     if state is None and spec.cooldown is not None:
         if trunk_dir is None:
             raise ValueError(f"run {spec.run_id}: a cooldown branch needs its trunk's directory")
-        state = load_state(Path(trunk_dir) / "branches" / f"{milestone_name(spec.cooldown['start_tokens'])}.pt",
-                           spec.cooldown["trunk"])
+        state = load_state(
+            Path(trunk_dir) / "branches" / f"{milestone_name(spec.cooldown['start_tokens'])}.pt", spec.cooldown["trunk"]
+        )
     if state is not None:
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
@@ -240,8 +253,15 @@ def train(
         return n_steps * spec.tokens_per_step
 
     (run_dir / "checkpoints").mkdir(exist_ok=True)
-    bar = tqdm(total=spec.total_steps, initial=step, desc=spec.run_id, unit="step", disable=not progress,
-               file=sys.stderr, mininterval=2.0)
+    bar = tqdm(
+        total=spec.total_steps,
+        initial=step,
+        desc=spec.run_id,
+        unit="step",
+        disable=not progress,
+        file=sys.stderr,
+        mininterval=2.0,
+    )
     started = time.perf_counter()
     start_step = step
     while step < spec.total_steps:
@@ -251,11 +271,19 @@ def train(
         try:
             loss = training_step(model, optimizer, scaler, batch_at(tokens, spec, step).to(device), spec)
         except NonFiniteLoss as error:
-            record = {"run_id": spec.run_id, "step": step, "tokens_seen": tokens_after(step), "loss": str(error),
-                      "lr": lr, "reason": "non-finite training loss"}
+            record = {
+                "run_id": spec.run_id,
+                "step": step,
+                "tokens_seen": tokens_after(step),
+                "loss": str(error),
+                "lr": lr,
+                "reason": "non-finite training loss",
+            }
             write_json_atomic(run_dir / "failure.json", record)
-            raise NonFiniteLoss(f"run {spec.run_id}: loss is {error} at step {step} "
-                                f"({tokens_after(step)} tokens); recorded in {run_dir / 'failure.json'}") from None
+            raise NonFiniteLoss(
+                f"run {spec.run_id}: loss is {error} at step {step} "
+                f"({tokens_after(step)} tokens); recorded in {run_dir / 'failure.json'}"
+            ) from None
         step += 1
         losses.append(loss)
         bar.update(1)
@@ -263,14 +291,22 @@ def train(
             elapsed = time.perf_counter() - started
             bar.set_postfix(loss=f"{losses[-1]:.3f}", tok_s=f"{tokens_after(step - start_step) / elapsed:,.0f}")
         for milestone in milestone_steps.get(step, ()):
-            metadata = {"run_id": spec.run_id, "step": step, "tokens_seen": tokens_after(step),
-                        "milestone_tokens": milestone, "train_loss": float(np.mean(losses[-20:])),
-                        "seed": spec.seed, "spec": spec.to_dict()}
+            metadata = {
+                "run_id": spec.run_id,
+                "step": step,
+                "tokens_seen": tokens_after(step),
+                "milestone_tokens": milestone,
+                "train_loss": float(np.mean(losses[-20:])),
+                "seed": spec.seed,
+                "spec": spec.to_dict(),
+            }
             save_checkpoint(model, run_dir / "checkpoints" / milestone_name(milestone), metadata)
         for branch_point in branch_steps.get(step, ()):
             (run_dir / "branches").mkdir(exist_ok=True)
-            save_state(run_dir / "branches" / f"{milestone_name(branch_point)}.pt",
-                       _state_payload(model, optimizer, step, tokens_after(step), losses, spec))
+            save_state(
+                run_dir / "branches" / f"{milestone_name(branch_point)}.pt",
+                _state_payload(model, optimizer, step, tokens_after(step), losses, spec),
+            )
         if step % state_every_steps == 0 or step == spec.total_steps:
             save_state(state_path, _state_payload(model, optimizer, step, tokens_after(step), losses, spec))
     bar.close()
@@ -281,7 +317,9 @@ def train(
         "tokens_seen": tokens_after(step),
         "final_train_loss": float(np.mean(losses[-20:])) if losses else None,
         "checkpoints": {str(m): f"checkpoints/{milestone_name(m)}" for ms in milestone_steps.values() for m in ms},
-        "train_loss_curve": [[tokens_after(i + 1), loss] for i, loss in enumerate(losses)][:: max(1, len(losses) // 200)],
+        "train_loss_curve": [[tokens_after(i + 1), loss] for i, loss in enumerate(losses)][
+            :: max(1, len(losses) // 200)
+        ],
     }
     write_json_atomic(run_dir / "run.json", summary)
     return summary
@@ -301,7 +339,8 @@ def run(args) -> int:
     torch.set_num_threads(args.threads)
     spec = RunSpec.from_dict(yaml.safe_load(Path(args.spec).read_text()))
     milestones = [int(float(m)) for m in args.milestones.split(",") if m] or [spec.total_tokens]
-    summary = train(spec, args.out, args.data, milestones=milestones, device=args.device,
-                    state_every_steps=args.state_every)
+    summary = train(
+        spec, args.out, args.data, milestones=milestones, device=args.device, state_every_steps=args.state_every
+    )
     print(json.dumps({k: summary[k] for k in ("run_id", "steps", "tokens_seen", "final_train_loss")}))
     return 0

@@ -6,10 +6,7 @@ from qscaling.tasks import TASKS as AHMADIAN_TASKS
 
 AHMADIAN = config["studies"]["ahmadian2023"]
 # run id -> the variants (factor, level, …) it trained; a run shared by several variants is scored once.
-AHMADIAN_LABELS = {
-    run: labels.to_dict("records")
-    for run, labels in variant_labels(config, CORPUS).groupby("run")
-}
+AHMADIAN_LABELS = {run: labels.to_dict("records") for run, labels in variant_labels(config, CORPUS).groupby("run")}
 AHMADIAN_FIGURES = ["fig1", "fig2", "fig3", "fig4", "fig5", "fig10", "fig11"]
 AHMADIAN_TABLES = ["table_ablations", "table4", "table5"]
 AHMADIAN_TARGETS = [f"figures/ahmadian2023/{name}.png" for name in AHMADIAN_FIGURES] + [
@@ -22,10 +19,7 @@ ruleorder: ahmadian2023_score > evaluate_ptq
 
 
 def get_ahmadian_outputs(kind):
-    return [
-        f"results/ahmadian2023/{kind}/{e.run}/{e.tokens}.parquet"
-        for e in EVALUATIONS["ahmadian2023"]
-    ]
+    return [f"results/ahmadian2023/{kind}/{e.run}/{e.tokens}.parquet" for e in EVALUATIONS["ahmadian2023"]]
 
 
 rule ahmadian2023_build_tasks:
@@ -39,18 +33,18 @@ rule ahmadian2023_build_tasks:
             task=AHMADIAN_TASKS,
             ext=("yaml", "jsonl"),
         ),
-    params:
-        tasks=AHMADIAN["tasks"],
     log:
         "logs/ahmadian2023/build_tasks.log",
     benchmark:
         "benchmarks/ahmadian2023/build_tasks.tsv"
-    message:
-        "Building zero-shot-style tasks from the held-out set of corpus {CORPUS}"
     threads: 1
     resources:
         mem_mb=2000,
         runtime=5,
+    params:
+        tasks=AHMADIAN["tasks"],
+    message:
+        "Building zero-shot-style tasks from the held-out set of corpus {CORPUS}"
     script:
         "../scripts/ahmadian_build_tasks.py"
 
@@ -65,6 +59,15 @@ rule ahmadian2023_score:
         table="results/ptq/ahmadian2023/{run}/{tokens}.parquet",
         proxies="results/ahmadian2023/proxies/{run}/{tokens}.parquet",
         values="results/ahmadian2023/values/{run}/{tokens}.parquet",
+    log:
+        "logs/ahmadian2023/score/{run}/{tokens}.log",
+    benchmark:
+        "benchmarks/ahmadian2023/score/{run}/{tokens}.tsv"
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=60,
+        gpu=lambda wildcards: 1 if DEVICE == "cuda" else 0,
     params:
         quantizations=[q.__dict__ for q in ahmadian_quantizations(config)],
         labels=lambda wildcards: AHMADIAN_LABELS[wildcards.run],
@@ -75,17 +78,8 @@ rule ahmadian2023_score:
         batch_size=config["evaluation"]["batch_size"],
         task_batch_size=AHMADIAN["tasks"]["batch_size"],
         device=DEVICE,
-    log:
-        "logs/ahmadian2023/score/{run}/{tokens}.log",
-    benchmark:
-        "benchmarks/ahmadian2023/score/{run}/{tokens}.tsv"
     message:
         "Scoring {wildcards.run} at {wildcards.tokens} tokens: loss, tasks and proxies, unquantized / W8A8 / W4"
-    threads: 1
-    resources:
-        mem_mb=4000,
-        runtime=60,
-        gpu=lambda wildcards: 1 if DEVICE == "cuda" else 0,
     script:
         "../scripts/ahmadian_score.py"
 
@@ -101,12 +95,12 @@ rule ahmadian2023_collect_proxies:
         "logs/tables/ahmadian2023_proxies.log",
     benchmark:
         "benchmarks/tables/ahmadian2023_proxies.tsv"
-    message:
-        "Collecting the ahmadian2023 proxy and weight tables"
     threads: 1
     resources:
         mem_mb=2000,
         runtime=5,
+    message:
+        "Collecting the ahmadian2023 proxy and weight tables"
     script:
         "../scripts/ahmadian_collect.py"
 
@@ -130,18 +124,18 @@ for figure in AHMADIAN_FIGURES:
                 caption=f"../report/ahmadian2023_{figure}.rst",
                 category="ahmadian2023",
             ),
-        params:
-            function=f"qscaling.figures.ahmadian2023:{figure}",
         log:
             f"logs/figures/ahmadian2023/{figure}.log",
         benchmark:
             f"benchmarks/figures/ahmadian2023/{figure}.tsv"
-        message:
-            f"Rendering ahmadian2023_{figure}"
         threads: 1
         resources:
             mem_mb=2000,
             runtime=5,
+        params:
+            function=f"qscaling.figures.ahmadian2023:{figure}",
+        message:
+            f"Rendering ahmadian2023_{figure}"
         script:
             "../scripts/render_figure.py"
 
@@ -164,18 +158,18 @@ for table in AHMADIAN_TABLES:
                 caption=f"../report/ahmadian2023_{table}.rst",
                 category="ahmadian2023",
             ),
-        params:
-            table=f"qscaling.figures.ahmadian2023:{table}_frame",
-            function=f"qscaling.figures.ahmadian2023:{table}",
         log:
             f"logs/figures/ahmadian2023/{table}.log",
         benchmark:
             f"benchmarks/figures/ahmadian2023/{table}.tsv"
-        message:
-            f"Rendering ahmadian2023_{table}"
         threads: 1
         resources:
             mem_mb=2000,
             runtime=5,
+        params:
+            table=f"qscaling.figures.ahmadian2023:{table}_frame",
+            function=f"qscaling.figures.ahmadian2023:{table}",
+        message:
+            f"Rendering ahmadian2023_{table}"
         script:
             "../scripts/law_table.py"

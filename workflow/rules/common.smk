@@ -27,7 +27,9 @@ def get_trunk_inputs(wildcards):
 def get_held_out(wildcards):
     """The held-out sets a study scores on: always val, plus the out-of-domain set where one is configured."""
     held_out = {"val": f"results/data/{CORPUS}/val.bin"}
-    if config["evaluation"]["ood_source"] and any("ood" in q.splits for q in STUDIES[wildcards.study].quantizations(config)):
+    if config["evaluation"]["ood_source"] and any(
+        "ood" in q.splits for q in STUDIES[wildcards.study].quantizations(config)
+    ):
         held_out["ood"] = f"results/data/{CORPUS}/ood.bin"
     return held_out
 
@@ -47,5 +49,7 @@ def study_fits(study):
 
 LEARNING_CURVE_RUNS = learning_curve_runs(config, PLANNER)
 # Law-only figures that overlay this run's fit next to the paper's constants.
-LAW_FIGURE_FITS = {target: {"qid": study_fits("ouyang2024")["qid"]} for target in ("ouyang2024_fig1", "ouyang2024_table1")}
+LAW_FIGURE_FITS = {
+    target: {"qid": study_fits("ouyang2024")["qid"]} for target in ("ouyang2024_fig1", "ouyang2024_table1")
+}
 ALL_FIGURES = ["figures/common/learning_curves.png"]

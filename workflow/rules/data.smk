@@ -4,18 +4,18 @@ rule prepare_corpus:
         val="results/data/{corpus}/val.bin",
         tokenizer="results/data/{corpus}/tokenizer.json",
         summary="results/data/{corpus}/corpus.json",
-    params:
-        corpus=config["corpus"],
     log:
         "logs/data/{corpus}.log",
     benchmark:
         "benchmarks/data/{corpus}.tsv"
-    message:
-        "Fetching, splitting and tokenizing corpus {wildcards.corpus}"
     threads: 2
     resources:
         mem_mb=4000,
         runtime=30,
+    params:
+        corpus=config["corpus"],
+    message:
+        "Fetching, splitting and tokenizing corpus {wildcards.corpus}"
     script:
         "../scripts/prepare_corpus.py"
 
@@ -25,18 +25,18 @@ rule prepare_ood_set:
         tokenizer=rules.prepare_corpus.output.tokenizer,
     output:
         ood="results/data/{corpus}/ood.bin",
-    params:
-        source=config["evaluation"]["ood_source"],
-        document_chars=config["corpus"]["document_chars"],
     log:
         "logs/data/{corpus}.ood.log",
     benchmark:
         "benchmarks/data/{corpus}.ood.tsv"
-    message:
-        "Tokenizing the out-of-domain held-out set ({params.source}) with corpus {wildcards.corpus}'s tokenizer"
     threads: 1
     resources:
         mem_mb=2000,
         runtime=10,
+    params:
+        source=config["evaluation"]["ood_source"],
+        document_chars=config["corpus"]["document_chars"],
+    message:
+        "Tokenizing the out-of-domain held-out set ({params.source}) with corpus {wildcards.corpus}'s tokenizer"
     script:
         "../scripts/prepare_ood_set.py"

@@ -4,20 +4,20 @@ rule evaluate_run:
         val=rules.prepare_corpus.output.val.format(corpus=CORPUS),
     output:
         table="results/evals/{run}/val.parquet",
-    params:
-        max_tokens=config["evaluation"]["max_tokens"],
-        batch_size=config["evaluation"]["batch_size"],
-        device=DEVICE,
     log:
         "logs/evaluate/{run}.log",
     benchmark:
         "benchmarks/evaluate/{run}.tsv"
-    message:
-        "Evaluating every checkpoint of run {wildcards.run}"
     threads: 1
     resources:
         mem_mb=4000,
         runtime=60,
+    params:
+        max_tokens=config["evaluation"]["max_tokens"],
+        batch_size=config["evaluation"]["batch_size"],
+        device=DEVICE,
+    message:
+        "Evaluating every checkpoint of run {wildcards.run}"
     script:
         "../scripts/evaluate_run.py"
 
@@ -32,11 +32,11 @@ rule collect_learning_curves:
         "logs/tables/learning_curves.log",
     benchmark:
         "benchmarks/tables/learning_curves.tsv"
-    message:
-        "Collecting the learning-curve table"
     threads: 1
     resources:
         mem_mb=2000,
         runtime=5,
+    message:
+        "Collecting the learning-curve table"
     script:
         "../scripts/collect_learning_curves.py"

@@ -7,18 +7,18 @@ rule common_learning_curves:
             caption="../report/common_learning_curves.rst",
             category="common",
         ),
-    params:
-        function="qscaling.figures.common:learning_curves",
     log:
         "logs/figures/common/learning_curves.log",
     benchmark:
         "benchmarks/figures/common/learning_curves.tsv"
-    message:
-        "Rendering {output}"
     threads: 1
     resources:
         mem_mb=2000,
         runtime=5,
+    params:
+        function="qscaling.figures.common:learning_curves",
+    message:
+        "Rendering {output}"
     script:
         "../scripts/render_figure.py"
 
@@ -48,17 +48,17 @@ for target, figure_inputs in STUDY_FIGURES.items():
             **figure_inputs,
         output:
             report(f"figures/{paper}/{figure}.png", caption=f"../report/{target}.rst", category=paper),
-        params:
-            function=f"qscaling.figures.{paper}:{figure}",
         log:
             f"logs/figures/{paper}/{figure}.log",
         benchmark:
             f"benchmarks/figures/{paper}/{figure}.tsv"
-        message:
-            f"Rendering {target}"
         threads: 1
         resources:
             mem_mb=2000,
             runtime=5,
+        params:
+            function=f"qscaling.figures.{paper}:{figure}",
+        message:
+            f"Rendering {target}"
         script:
             "../scripts/render_figure.py"

@@ -7,12 +7,12 @@ rule collect_study_table:
         "logs/tables/{study}.log",
     benchmark:
         "benchmarks/tables/{study}.tsv"
-    message:
-        "Collecting the {wildcards.study} table"
     threads: 1
     resources:
         mem_mb=2000,
         runtime=5,
+    message:
+        "Collecting the {wildcards.study} table"
     script:
         "../scripts/collect_study_table.py"
 
@@ -26,12 +26,12 @@ rule fit_kumar2024:
         "logs/fits/kumar2024.log",
     benchmark:
         "benchmarks/fits/kumar2024.tsv"
-    message:
-        "Fitting the kumar2024 laws"
     threads: 2
     resources:
         mem_mb=2000,
         runtime=20,
+    message:
+        "Fitting the kumar2024 laws"
     script:
         "../scripts/fit_study.py"
 
@@ -46,12 +46,12 @@ rule fit_ouyang2024:
         "logs/fits/ouyang2024.log",
     benchmark:
         "benchmarks/fits/ouyang2024.tsv"
-    message:
-        "Fitting the ouyang2024 laws"
     threads: 2
     resources:
         mem_mb=2000,
         runtime=20,
+    message:
+        "Fitting the ouyang2024 laws"
     script:
         "../scripts/fit_study.py"
 
@@ -63,18 +63,18 @@ rule ouyang2024_weight_changes:
         ],
     output:
         table="results/tables/ouyang2024_weight_changes.parquet",
-    params:
-        milestones=lambda wildcards: sorted({e.tokens for e in EVALUATIONS["ouyang2024"]}),
     log:
         "logs/tables/ouyang2024_weight_changes.log",
     benchmark:
         "benchmarks/tables/ouyang2024_weight_changes.tsv"
-    message:
-        "Measuring weight change between adjacent checkpoints"
     threads: 1
     resources:
         mem_mb=2000,
         runtime=5,
+    params:
+        milestones=lambda wildcards: sorted({e.tokens for e in EVALUATIONS["ouyang2024"]}),
+    message:
+        "Measuring weight change between adjacent checkpoints"
     script:
         "../scripts/weight_changes.py"
 
@@ -91,11 +91,11 @@ rule collect_claims:
         "logs/claims.log",
     benchmark:
         "benchmarks/claims.tsv"
-    message:
-        "Checking every claim against this run"
     threads: 1
     resources:
         mem_mb=2000,
         runtime=5,
+    message:
+        "Checking every claim against this run"
     script:
         "../scripts/collect_claims.py"

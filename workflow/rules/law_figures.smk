@@ -28,8 +28,6 @@ rule ouyang2024_fig1:
             caption="../report/ouyang2024_fig1.rst",
             category="ouyang2024",
         ),
-    params:
-        function="qscaling.figures.ouyang2024:fig1",
     log:
         "logs/figures/ouyang2024/fig1.log",
     benchmark:
@@ -38,6 +36,8 @@ rule ouyang2024_fig1:
     resources:
         mem_mb=1000,
         runtime=5,
+    params:
+        function="qscaling.figures.ouyang2024:fig1",
     message:
         "Rendering ouyang2024 fig1: the paper's constants and this run's QiD fit"
     script:
@@ -51,8 +51,6 @@ rule sun2025_fig5:
             caption="../report/sun2025_fig5.rst",
             category="sun2025",
         ),
-    params:
-        function="qscaling.figures.sun2025:fig5",
     log:
         "logs/figures/sun2025/fig5.log",
     benchmark:
@@ -61,6 +59,8 @@ rule sun2025_fig5:
     resources:
         mem_mb=1000,
         runtime=5,
+    params:
+        function="qscaling.figures.sun2025:fig5",
     message:
         "Rendering sun2025 fig5 from the paper's constants"
     script:
@@ -74,8 +74,6 @@ rule sun2025_fig6:
             caption="../report/sun2025_fig6.rst",
             category="sun2025",
         ),
-    params:
-        function="qscaling.figures.sun2025:fig6",
     log:
         "logs/figures/sun2025/fig6.log",
     benchmark:
@@ -84,6 +82,8 @@ rule sun2025_fig6:
     resources:
         mem_mb=1000,
         runtime=5,
+    params:
+        function="qscaling.figures.sun2025:fig6",
     message:
         "Rendering sun2025 fig6 from the paper's constants"
     script:
@@ -97,8 +97,6 @@ rule sun2025_fig7:
             caption="../report/sun2025_fig7.rst",
             category="sun2025",
         ),
-    params:
-        function="qscaling.figures.sun2025:fig7",
     log:
         "logs/figures/sun2025/fig7.log",
     benchmark:
@@ -107,6 +105,8 @@ rule sun2025_fig7:
     resources:
         mem_mb=1000,
         runtime=5,
+    params:
+        function="qscaling.figures.sun2025:fig7",
     message:
         "Rendering sun2025 fig7 from the paper's constants"
     script:
@@ -120,8 +120,6 @@ rule sun2025_fig14:
             caption="../report/sun2025_fig14.rst",
             category="sun2025",
         ),
-    params:
-        function="qscaling.figures.sun2025:fig14",
     log:
         "logs/figures/sun2025/fig14.log",
     benchmark:
@@ -130,6 +128,8 @@ rule sun2025_fig14:
     resources:
         mem_mb=1000,
         runtime=5,
+    params:
+        function="qscaling.figures.sun2025:fig14",
     message:
         "Rendering sun2025 fig14 from the paper's constants"
     script:
@@ -143,8 +143,6 @@ rule kumar2024_fig3_left:
             caption="../report/kumar2024_fig3_left.rst",
             category="kumar2024",
         ),
-    params:
-        function="qscaling.figures.kumar2024:fig3_left",
     log:
         "logs/figures/kumar2024/fig3_left.log",
     benchmark:
@@ -153,6 +151,8 @@ rule kumar2024_fig3_left:
     resources:
         mem_mb=1000,
         runtime=5,
+    params:
+        function="qscaling.figures.kumar2024:fig3_left",
     message:
         "Rendering kumar2024 fig3_left from the paper's constants"
     script:
@@ -166,8 +166,6 @@ rule kumar2024_fig6_right:
             caption="../report/kumar2024_fig6_right.rst",
             category="kumar2024",
         ),
-    params:
-        function="qscaling.figures.kumar2024:fig6_right",
     log:
         "logs/figures/kumar2024/fig6_right.log",
     benchmark:
@@ -176,6 +174,8 @@ rule kumar2024_fig6_right:
     resources:
         mem_mb=1000,
         runtime=5,
+    params:
+        function="qscaling.figures.kumar2024:fig6_right",
     message:
         "Rendering kumar2024 fig6_right from the paper's constants"
     script:
@@ -189,8 +189,6 @@ rule kumar2024_fig9:
             caption="../report/kumar2024_fig9.rst",
             category="kumar2024",
         ),
-    params:
-        function="qscaling.figures.kumar2024:fig9",
     log:
         "logs/figures/kumar2024/fig9.log",
     benchmark:
@@ -199,6 +197,8 @@ rule kumar2024_fig9:
     resources:
         mem_mb=1000,
         runtime=5,
+    params:
+        function="qscaling.figures.kumar2024:fig9",
     message:
         "Rendering kumar2024 fig9 from the paper's constants"
     script:
@@ -212,8 +212,6 @@ rule chen2025_fig1:
             caption="../report/chen2025_fig1.rst",
             category="chen2025",
         ),
-    params:
-        function="qscaling.figures.chen2025:fig1",
     log:
         "logs/figures/chen2025/fig1.log",
     benchmark:
@@ -222,6 +220,8 @@ rule chen2025_fig1:
     resources:
         mem_mb=1000,
         runtime=5,
+    params:
+        function="qscaling.figures.chen2025:fig1",
     message:
         "Rendering chen2025 fig1 from the paper's constants"
     script:
@@ -235,8 +235,6 @@ rule chen2025_fig16:
             caption="../report/chen2025_fig16.rst",
             category="chen2025",
         ),
-    params:
-        function="qscaling.figures.chen2025:fig16",
     log:
         "logs/figures/chen2025/fig16.log",
     benchmark:
@@ -245,6 +243,8 @@ rule chen2025_fig16:
     resources:
         mem_mb=1000,
         runtime=5,
+    params:
+        function="qscaling.figures.chen2025:fig16",
     message:
         "Rendering chen2025 fig16 from the paper's constants"
     script:
@@ -265,9 +265,6 @@ rule ouyang2024_table1:
             caption="../report/ouyang2024_table1.rst",
             category="ouyang2024",
         ),
-    params:
-        table="qscaling.figures.ouyang2024:table1_frame",
-        function="qscaling.figures.ouyang2024:table1",
     log:
         "logs/figures/ouyang2024/table1.log",
     benchmark:
@@ -276,6 +273,9 @@ rule ouyang2024_table1:
     resources:
         mem_mb=1000,
         runtime=5,
+    params:
+        table="qscaling.figures.ouyang2024:table1_frame",
+        function="qscaling.figures.ouyang2024:table1",
     message:
         "Rendering ouyang2024 table1 (CSV and image): the paper's constants and this run's QiD fit"
     script:

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 from qscaling.provenance import write_manifest
 
+
 report: "../report/workflow.rst"
 
 
@@ -19,18 +20,26 @@ rule report_fit_table:
         "logs/report/fits.log",
     benchmark:
         "benchmarks/report/fits.tsv"
-    message:
-        "Tabulating every fitted law for the report"
     threads: 1
     resources:
         mem_mb=1000,
         runtime=5,
+    message:
+        "Tabulating every fitted law for the report"
     run:
         from qscaling.diff import fits_table
         from qscaling.provenance import job_context
 
-        job = SimpleNamespace(rule=rule, input=input, output=output, params=params, wildcards=wildcards, log=log,
-                              threads=threads, config=config)
+        job = SimpleNamespace(
+            rule=rule,
+            input=input,
+            output=output,
+            params=params,
+            wildcards=wildcards,
+            log=log,
+            threads=threads,
+            config=config,
+        )
         with job_context(job):
             table = fits_table(input.fits)
             tmp = Path(output.table).with_name(".fits.csv.tmp")

@@ -1,50 +1,50 @@
 rule train_run:
-    wildcard_constraints:
-        run="|".join(RUNS),
     input:
         train=rules.prepare_corpus.output.train.format(corpus=CORPUS),
         trunk=get_trunk_inputs,
     output:
         summary="results/runs/{run}/run.json",
+    log:
+        "logs/train/{run}.log",
+    benchmark:
+        "benchmarks/train/{run}.tsv"
+    wildcard_constraints:
+        run="|".join(RUNS),
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=240,
+        gpu=lambda wildcards: 1 if DEVICE == "cuda" else 0,
     params:
         spec=lambda wildcards: RUNS[wildcards.run].spec.to_dict(),
         milestones=lambda wildcards: sorted(RUNS[wildcards.run].milestones),
         branch_points=lambda wildcards: sorted(RUNS[wildcards.run].branch_points),
         state_every_steps=config["training"]["state_every_steps"],
         device=DEVICE,
-    log:
-        "logs/train/{run}.log",
-    benchmark:
-        "benchmarks/train/{run}.tsv"
     message:
         "Training run {wildcards.run} (gpu={resources.gpu})"
-    threads: 1
-    resources:
-        mem_mb=4000,
-        runtime=240,
-        gpu=lambda wildcards: 1 if DEVICE == "cuda" else 0,
     script:
         "../scripts/train_run.py"
 
 
 rule import_hub_run:
-    wildcard_constraints:
-        run="|".join(HUB_RUNS) or "NO_HUB_RUNS",
     output:
         summary="results/runs/{run}/run.json",
-    params:
-        repo=lambda wildcards: HUB_RUNS[wildcards.run].repo,
-        size=lambda wildcards: HUB_RUNS[wildcards.run].size,
-        revisions=lambda wildcards: HUB_RUNS[wildcards.run].revisions,
     log:
         "logs/train/{run}.log",
     benchmark:
         "benchmarks/train/{run}.tsv"
-    message:
-        "Importing released checkpoints of {params.repo} as run {wildcards.run}"
+    wildcard_constraints:
+        run="|".join(HUB_RUNS) or "NO_HUB_RUNS",
     threads: 1
     resources:
         mem_mb=16000,
         runtime=120,
+    params:
+        repo=lambda wildcards: HUB_RUNS[wildcards.run].repo,
+        size=lambda wildcards: HUB_RUNS[wildcards.run].size,
+        revisions=lambda wildcards: HUB_RUNS[wildcards.run].revisions,
+    message:
+        "Importing released checkpoints of {params.repo} as run {wildcards.run}"
     script:
         "../scripts/import_hub_run.py"

@@ -9,12 +9,17 @@ from qscaling.data import load_tokens
 from qscaling.provenance import job_context
 from qscaling.tasks import build_tasks, held_out_documents
 
-with job_context(snakemake):  # noqa: F821
-    params = snakemake.params.tasks  # noqa: F821
-    tokenizer = Tokenizer.from_file(snakemake.input.tokenizer)  # noqa: F821
-    eos_id = json.loads(Path(snakemake.input.corpus).read_text())["eos_id"]  # noqa: F821
-    documents = held_out_documents(load_tokens(snakemake.input.val), tokenizer, eos_id)  # noqa: F821
-    counts = build_tasks(documents, Path(snakemake.output[0]).parent, items=params["items"],  # noqa: F821
-                         context_words=params["context_words"], continuation_words=params["continuation_words"],
-                         seed=params["seed"])
+with job_context(snakemake):
+    params = snakemake.params.tasks
+    tokenizer = Tokenizer.from_file(snakemake.input.tokenizer)
+    eos_id = json.loads(Path(snakemake.input.corpus).read_text())["eos_id"]
+    documents = held_out_documents(load_tokens(snakemake.input.val), tokenizer, eos_id)
+    counts = build_tasks(
+        documents,
+        Path(snakemake.output[0]).parent,
+        items=params["items"],
+        context_words=params["context_words"],
+        continuation_words=params["continuation_words"],
+        seed=params["seed"],
+    )
     print(f"built {counts} from {len(documents)} held-out documents")

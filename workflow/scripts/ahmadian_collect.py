@@ -5,7 +5,7 @@ import pandas as pd
 from qscaling.evaluate import write_table
 from qscaling.provenance import job_context
 
-with job_context(snakemake):  # noqa: F821
+with job_context(snakemake):
     for name in ("proxies", "values"):
-        frame = pd.concat([pd.read_parquet(path) for path in snakemake.input[name]], ignore_index=True)  # noqa: F821
-        write_table(frame, snakemake.output[name])  # noqa: F821
+        frame = pd.concat([pd.read_parquet(path) for path in snakemake.input[name]], ignore_index=True)
+        write_table(frame, snakemake.output[name])

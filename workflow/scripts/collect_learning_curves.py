@@ -5,6 +5,6 @@ import pandas as pd
 from qscaling.evaluate import write_table
 from qscaling.provenance import job_context
 
-with job_context(snakemake):  # noqa: F821
-    table = pd.concat([pd.read_parquet(path) for path in snakemake.input.tables], ignore_index=True)  # noqa: F821
-    write_table(table.sort_values(["N", "D"]), snakemake.output.table)  # noqa: F821
+with job_context(snakemake):
+    table = pd.concat([pd.read_parquet(path) for path in snakemake.input.tables], ignore_index=True)
+    write_table(table.sort_values(["N", "D"]), snakemake.output.table)

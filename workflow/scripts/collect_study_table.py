@@ -6,7 +6,7 @@ from qscaling.evaluate import write_table
 from qscaling.provenance import job_context
 from qscaling.studies import study_modules
 
-with job_context(snakemake):  # noqa: F821
-    study = study_modules()[snakemake.wildcards.study]  # noqa: F821
-    rows = pd.concat([pd.read_parquet(path) for path in snakemake.input], ignore_index=True)  # noqa: F821
-    write_table(study.build_table(rows, snakemake.config), snakemake.output.table)  # noqa: F821
+with job_context(snakemake):
+    study = study_modules()[snakemake.wildcards.study]
+    rows = pd.concat([pd.read_parquet(path) for path in snakemake.input], ignore_index=True)
+    write_table(study.build_table(rows, snakemake.config), snakemake.output.table)

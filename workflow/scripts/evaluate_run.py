@@ -6,10 +6,15 @@ from pathlib import Path
 from qscaling.evaluate import evaluate_run, write_table
 from qscaling.provenance import job_context, path_sha256
 
-with job_context(snakemake) as extra_inputs:  # noqa: F821
-    summary_path = Path(snakemake.input.summary)  # noqa: F821
+with job_context(snakemake) as extra_inputs:
+    summary_path = Path(snakemake.input.summary)
     for relative in json.loads(summary_path.read_text())["checkpoints"].values():
         extra_inputs[str(summary_path.parent / relative)] = path_sha256(summary_path.parent / relative)
-    table = evaluate_run(summary_path, snakemake.input.val, split="val",  # noqa: F821
-                         max_tokens=snakemake.params.max_tokens, batch_size=snakemake.params.batch_size)  # noqa: F821
-    write_table(table, snakemake.output.table)  # noqa: F821
+    table = evaluate_run(
+        summary_path,
+        snakemake.input.val,
+        split="val",
+        max_tokens=snakemake.params.max_tokens,
+        batch_size=snakemake.params.batch_size,
+    )
+    write_table(table, snakemake.output.table)

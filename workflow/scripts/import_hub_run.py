@@ -7,15 +7,15 @@ from qscaling.hub import import_revision
 from qscaling.provenance import job_context
 from qscaling.train import milestone_name
 
-with job_context(snakemake) as extra_inputs:  # noqa: F821
-    params, run_id = snakemake.params, snakemake.wildcards.run  # noqa: F821
-    run_dir = Path(snakemake.output.summary).parent  # noqa: F821
+with job_context(snakemake) as extra_inputs:
+    params, run_id = snakemake.params, snakemake.wildcards.run
+    run_dir = Path(snakemake.output.summary).parent
     checkpoints = {}
     for tokens, revision in sorted(params.revisions.items()):
         relative = f"checkpoints/{milestone_name(int(tokens))}"
-        metadata = import_revision(params.repo, revision, run_dir / relative, run_id=run_id, tokens_seen=int(tokens),
-                                   size=params.size)
+        metadata = import_revision(
+            params.repo, revision, run_dir / relative, run_id=run_id, tokens_seen=int(tokens), size=params.size
+        )
         extra_inputs[f"{params.repo}@{revision}"] = metadata["source"]["files"]
         checkpoints[str(tokens)] = relative
-    write_json_atomic(snakemake.output.summary, {"run_id": run_id, "source": params.repo,  # noqa: F821
-                                                  "checkpoints": checkpoints})
+    write_json_atomic(snakemake.output.summary, {"run_id": run_id, "source": params.repo, "checkpoints": checkpoints})

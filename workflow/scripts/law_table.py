@@ -9,11 +9,11 @@ from pathlib import Path
 from qscaling.figures import load_figure_inputs, resolve_function, save_figure
 from qscaling.provenance import job_context
 
-with job_context(snakemake):  # noqa: F821
-    tables, fits = load_figure_inputs(dict(snakemake.input.items()))  # noqa: F821
-    frame = resolve_function(snakemake.params.table)(tables, fits)  # noqa: F821
-    csv = Path(snakemake.output.csv)  # noqa: F821
+with job_context(snakemake):
+    tables, fits = load_figure_inputs(dict(snakemake.input.items()))
+    frame = resolve_function(snakemake.params.table)(tables, fits)
+    csv = Path(snakemake.output.csv)
     tmp = csv.with_name(f".{csv.name}.tmp")
     frame.to_csv(tmp, index=False, float_format="%.6g", lineterminator="\n")
     os.replace(tmp, csv)
-    save_figure(resolve_function(snakemake.params.function)(tables, fits), snakemake.output.png)  # noqa: F821
+    save_figure(resolve_function(snakemake.params.function)(tables, fits), snakemake.output.png)

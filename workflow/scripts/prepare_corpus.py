@@ -7,13 +7,18 @@ from qscaling.data import corpus_documents, prepare_corpus
 from qscaling.data.fetch import SOURCES, download_archive, sha256_file
 from qscaling.provenance import job_context
 
-with job_context(snakemake) as extra_inputs:  # noqa: F821
-    corpus = snakemake.params.corpus  # noqa: F821
+with job_context(snakemake) as extra_inputs:
+    corpus = snakemake.params.corpus
     documents = corpus_documents(corpus)
-    out_dir = Path(snakemake.output.train).parent  # noqa: F821
-    summary = prepare_corpus(documents, out_dir, vocab_size=corpus["vocab_size"],
-                             val_fraction=corpus["val_fraction"], seed=corpus["seed"],
-                             tokenizer_name=corpus.get("tokenizer"))
+    out_dir = Path(snakemake.output.train).parent
+    summary = prepare_corpus(
+        documents,
+        out_dir,
+        vocab_size=corpus["vocab_size"],
+        val_fraction=corpus["val_fraction"],
+        seed=corpus["seed"],
+        tokenizer_name=corpus.get("tokenizer"),
+    )
     if corpus["kind"] == "registry":
         for name in corpus["sources"]:
             archive = download_archive(SOURCES[name])

@@ -7,8 +7,7 @@ Inputs are loaded by `qscaling.figures.load_figure_inputs` (named .parquet → t
 from qscaling.figures import load_figure_inputs, resolve_function, save_figure
 from qscaling.provenance import job_context
 
-with job_context(snakemake):  # noqa: F821
-    tables, fits = load_figure_inputs(dict(snakemake.input.items()))  # noqa: F821
-    function = resolve_function(snakemake.params.function)  # noqa: F821
-    save_figure(function(tables, fits, **dict(getattr(snakemake.params, "kwargs", {}) or {})),  # noqa: F821
-                snakemake.output[0])  # noqa: F821
+with job_context(snakemake):
+    tables, fits = load_figure_inputs(dict(snakemake.input.items()))
+    function = resolve_function(snakemake.params.function)
+    save_figure(function(tables, fits, **dict(getattr(snakemake.params, "kwargs", {}) or {})), snakemake.output[0])

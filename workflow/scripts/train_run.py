@@ -6,12 +6,19 @@ from qscaling.device import resolve_device
 from qscaling.provenance import job_context
 from qscaling.train import RunSpec, train
 
-with job_context(snakemake):  # noqa: F821
-    params = snakemake.params  # noqa: F821
+with job_context(snakemake):
+    params = snakemake.params
     spec = RunSpec.from_dict(params.spec)
     device = resolve_device(params.device)
-    run_dir = Path(snakemake.output.summary).parent  # noqa: F821
-    trunk_dir = Path(snakemake.input.trunk[0]).parent if snakemake.input.trunk else None  # noqa: F821
-    train(spec, run_dir, snakemake.input.train, milestones=params.milestones,  # noqa: F821
-          branch_points=params.branch_points, trunk_dir=trunk_dir, state_every_steps=params.state_every_steps,
-          device=device)
+    run_dir = Path(snakemake.output.summary).parent
+    trunk_dir = Path(snakemake.input.trunk[0]).parent if snakemake.input.trunk else None
+    train(
+        spec,
+        run_dir,
+        snakemake.input.train,
+        milestones=params.milestones,
+        branch_points=params.branch_points,
+        trunk_dir=trunk_dir,
+        state_every_steps=params.state_every_steps,
+        device=device,
+    )

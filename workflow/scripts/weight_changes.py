@@ -9,10 +9,10 @@ from qscaling.provenance import job_context
 from qscaling.studies.ouyang2024 import weight_changes
 from qscaling.train import milestone_name
 
-with job_context(snakemake):  # noqa: F821
+with job_context(snakemake):
     frames = []
-    for summary in snakemake.input.summaries:  # noqa: F821
+    for summary in snakemake.input.summaries:
         run_dir = Path(summary).parent
-        paths = [run_dir / "checkpoints" / milestone_name(m) for m in snakemake.params.milestones]  # noqa: F821
+        paths = [run_dir / "checkpoints" / milestone_name(m) for m in snakemake.params.milestones]
         frames.append(weight_changes(paths))
-    write_table(pd.concat(frames, ignore_index=True), snakemake.output.table)  # noqa: F821
+    write_table(pd.concat(frames, ignore_index=True), snakemake.output.table)

@@ -26,8 +26,12 @@ def best_seconds(call, repeats: int) -> float:
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("benchmark", choices=sorted(BENCHMARKS), metavar="WHAT",
-                        help="; ".join(f"{name}: {text}" for name, text in BENCHMARKS.items()))
+    parser.add_argument(
+        "benchmark",
+        choices=sorted(BENCHMARKS),
+        metavar="WHAT",
+        help="; ".join(f"{name}: {text}" for name, text in BENCHMARKS.items()),
+    )
     parser.add_argument("options", nargs=argparse.REMAINDER, help="options of that benchmark")
 
 

@@ -23,8 +23,13 @@ def add_arguments(parser) -> None:
     parser.add_argument("--grid", type=int, default=4, help="start values per parameter (default 4: 4^5 starts)")
     parser.add_argument("--bootstrap", type=int, default=1000, help="bootstrap re-fits (default 1000)")
     parser.add_argument("--jobs", type=int, default=len(os.sched_getaffinity(0)), help="worker processes")
-    parser.add_argument("--coverage", type=int, default=0, metavar="SEEDS",
-                        help="also measure CI coverage for every law over this many seeds")
+    parser.add_argument(
+        "--coverage",
+        type=int,
+        default=0,
+        metavar="SEEDS",
+        help="also measure CI coverage for every law over this many seeds",
+    )
     parser.add_argument("--coverage-bootstrap", type=int, default=200, help="bootstrap re-fits per coverage fit")
     parser.add_argument("--noise", type=float, default=0.01, help="relative noise of synthetic data (default 0.01)")
 
@@ -43,8 +48,10 @@ def time_fit(args) -> float:
     start = time.perf_counter()
     result = fit(law, table, starts=args.grid, bootstrap=args.bootstrap, seed=0, n_jobs=args.jobs)
     seconds = time.perf_counter() - start
-    print(f"fit chinchilla: {args.points} points, {result.n_starts} starts, {args.bootstrap} bootstraps, "
-          f"{args.jobs} jobs: {seconds:.1f} s = {seconds / GOAL_SECONDS:.2f}x the {GOAL_SECONDS:.0f} s goal")
+    print(
+        f"fit chinchilla: {args.points} points, {result.n_starts} starts, {args.bootstrap} bootstraps, "
+        f"{args.jobs} jobs: {seconds:.1f} s = {seconds / GOAL_SECONDS:.2f}x the {GOAL_SECONDS:.0f} s goal"
+    )
     for name in law.param_names:
         low, high = result.ci[name]
         print(f"  {name:>6} truth {truth[name]:<8.4g} fit {result.params[name]:<10.4g} CI [{low:.4g}, {high:.4g}]")
@@ -59,7 +66,9 @@ def coverage(law, seeds: int, bootstrap: int, noise: float, jobs: int) -> float:
     for seed in range(seeds):
         table = synthetic_table(law, truth, grid, noise, seed)
         starts = start_sample(law, 32, seed) if len(law.params) > 8 else None
-        result = fit(law, table, starts=starts, bootstrap=bootstrap, group_col=group_column(law), seed=seed, n_jobs=jobs)
+        result = fit(
+            law, table, starts=starts, bootstrap=bootstrap, group_col=group_column(law), seed=seed, n_jobs=jobs
+        )
         hits += [result.ci[name][0] <= truth[name] <= result.ci[name][1] for name in law.param_names]
     return float(np.mean(hits))
 
@@ -71,6 +80,8 @@ def run(args) -> int:
         for name, law in LAWS.items():
             start = time.perf_counter()
             share = coverage(law, args.coverage, args.coverage_bootstrap, args.noise, args.jobs)
-            print(f"  {name:<28} {share:6.1%} of (seed, parameter) CIs contain the truth "
-                  f"({time.perf_counter() - start:.0f} s)")
+            print(
+                f"  {name:<28} {share:6.1%} of (seed, parameter) CIs contain the truth "
+                f"({time.perf_counter() - start:.0f} s)"
+            )
     return 0

@@ -13,7 +13,6 @@ from qscaling.quant.gptq import HessianAccumulator, gptq_quantize_weight
 DEFAULT_SIZES = (512, 2048)
 
 
-
 def bench_gptq(sizes=DEFAULT_SIZES, spec: str = "int4:g128", tokens: int = 4096, repeats: int = 2, seed: int = 0):
     """One row per square layer size: GPTQ seconds, RTN seconds and their ratio (best of `repeats`)."""
     generator = torch.Generator().manual_seed(seed)
@@ -25,8 +24,13 @@ def bench_gptq(sizes=DEFAULT_SIZES, spec: str = "int4:g128", tokens: int = 4096,
         gptq_seconds = best_seconds(lambda: gptq_quantize_weight(weight, accumulator.hessian, spec), repeats)
         rtn_seconds = best_seconds(lambda: quantize(weight, spec), repeats)
         rows.append(
-            {"layer": f"{size}x{size}", "spec": spec, "gptq_s": gptq_seconds, "rtn_s": rtn_seconds,
-             "gptq_over_rtn": gptq_seconds / rtn_seconds}
+            {
+                "layer": f"{size}x{size}",
+                "spec": spec,
+                "gptq_s": gptq_seconds,
+                "rtn_s": rtn_seconds,
+                "gptq_over_rtn": gptq_seconds / rtn_seconds,
+            }
         )
     return rows
 

@@ -30,7 +30,6 @@ def add_arguments(parser) -> None:
     parser.add_argument("--skip-gptq", action="store_true", help="leave out GPTQ seconds per layer (512², 2048²)")
 
 
-
 def _best_seconds_against(call, baseline, repeats: int) -> tuple[float, float]:
     """Best times of `call` and `baseline`, alternated so both see the same load on a shared machine."""
     best_call = best_baseline = float("inf")
@@ -89,8 +88,10 @@ def run(args) -> int:
     gigabytes = x.numel() * x.element_size() / 1e9
     copy_rate = gigabytes / best_seconds(lambda: out.copy_(x), args.repeats)
     clone_rate = gigabytes / best_seconds(lambda: x.clone(), args.repeats)
-    print(f"tensor {args.rows}x{args.cols} float32, {torch.get_num_threads()} threads, "
-          f"THP_MEM_ALLOC_ENABLE={os.environ.get('THP_MEM_ALLOC_ENABLE', 'unset')}")
+    print(
+        f"tensor {args.rows}x{args.cols} float32, {torch.get_num_threads()} threads, "
+        f"THP_MEM_ALLOC_ENABLE={os.environ.get('THP_MEM_ALLOC_ENABLE', 'unset')}"
+    )
     print(f"{'spec':<13} {'implementation':<48} {'GB/s':>7} {'x copy_':>8}")
     print(f"{'-':<13} {'copy_ into a preallocated tensor':<48} {copy_rate:7.2f} {1.0:8.2f}")
     print(f"{'-':<13} {'clone (fresh tensor)':<48} {clone_rate:7.2f} {clone_rate / copy_rate:8.2f}")

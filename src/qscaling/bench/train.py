@@ -63,16 +63,24 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     torch.set_num_threads(args.threads)
-    shape = ModelShape(args.d_model, args.n_layers, max(1, args.d_model // 16), round(8 * args.d_model / 3),
-                       args.vocab_size, args.seq_len)
+    shape = ModelShape(
+        args.d_model,
+        args.n_layers,
+        max(1, args.d_model // 16),
+        round(8 * args.d_model / 3),
+        args.vocab_size,
+        args.seq_len,
+    )
     spec = RunSpec(size="bench", shape=shape, data="random", batch_size=args.batch_size)
     batches = _batches(shape, args.batch_size, args.steps)
     ours, plain = [], []
     for _ in range(args.repeats):
         plain.append(_time_plain(spec, batches))
         ours.append(_time_ours(spec, batches))
-    print(f"model: d_model={shape.d_model} layers={shape.n_layers} N={shape.non_embedding_params:,} "
-          f"vocab={shape.vocab_size} seq={shape.seq_len} batch={args.batch_size} threads={args.threads}")
+    print(
+        f"model: d_model={shape.d_model} layers={shape.n_layers} N={shape.non_embedding_params:,} "
+        f"vocab={shape.vocab_size} seq={shape.seq_len} batch={args.batch_size} threads={args.threads}"
+    )
     print(f"plain transformers + AdamW : {statistics.median(plain):>10,.0f} tokens/s")
     print(f"qscaling training_step     : {statistics.median(ours):>10,.0f} tokens/s")
     print(f"ratio (ours / plain)       : {statistics.median(ours) / statistics.median(plain):.2f}x")

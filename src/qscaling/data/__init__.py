@@ -3,5 +3,4 @@
 from qscaling.data.corpus import Document, corpus_documents, split_documents
 from qscaling.data.tokens import EOS, load_tokens, prepare_corpus, train_tokenizer
 
-__all__ = ["Document", "EOS", "corpus_documents", "load_tokens", "prepare_corpus", "split_documents",
-           "train_tokenizer"]
+__all__ = ["Document", "EOS", "corpus_documents", "load_tokens", "prepare_corpus", "split_documents", "train_tokenizer"]

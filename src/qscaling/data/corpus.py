@@ -5,8 +5,8 @@ characters, so the split mixes every work into both sides while no document stra
 hash of the document id: deterministic, independent of order and of which other documents exist.
 """
 
-import hashlib
 import glob
+import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,13 +54,20 @@ def local_documents(patterns: list[str], document_chars: int) -> list[Document]:
     return [
         document
         for path in paths
-        for document in cut_into_documents("local", path.stem, path.read_text(encoding="utf-8", errors="replace"),
-                                           document_chars)
+        for document in cut_into_documents(
+            "local", path.stem, path.read_text(encoding="utf-8", errors="replace"), document_chars
+        )
     ]
 
 
-def hf_documents(name: str, split: str, text_column: str, max_documents: int | None, document_chars: int,
-                 config_name: str | None = None) -> list[Document]:
+def hf_documents(
+    name: str,
+    split: str,
+    text_column: str,
+    max_documents: int | None,
+    document_chars: int,
+    config_name: str | None = None,
+) -> list[Document]:
     """Documents of an HF dataset (from the hub, or a local dataset directory / cache)."""
     import datasets
 
@@ -70,8 +77,9 @@ def hf_documents(name: str, split: str, text_column: str, max_documents: int | N
         if max_documents is not None and index >= max_documents:
             break
         if text_column not in row:
-            raise ValueError(f"corpus.hf_dataset.text_column: '{text_column}' is not a column of {name} "
-                             f"(columns: {sorted(row)})")
+            raise ValueError(
+                f"corpus.hf_dataset.text_column: '{text_column}' is not a column of {name} (columns: {sorted(row)})"
+            )
         documents.extend(cut_into_documents("hf", f"{Path(name).name}-{index:08d}", row[text_column], document_chars))
     if not documents:
         raise ValueError(f"corpus.hf_dataset: {name} split '{split}' has no documents")
@@ -89,8 +97,9 @@ def split_documents(documents: list[Document], val_fraction: float, seed: int) -
         splits["val" if is_validation(document.doc_id, val_fraction, seed) else "train"].append(document)
     for name, part in splits.items():
         if not part:
-            raise ValueError(f"corpus.val_fraction={val_fraction}: the {name} split is empty "
-                             f"({len(documents)} documents in all)")
+            raise ValueError(
+                f"corpus.val_fraction={val_fraction}: the {name} split is empty ({len(documents)} documents in all)"
+            )
     return splits
 
 
@@ -102,5 +111,11 @@ def corpus_documents(corpus: dict) -> list[Document]:
     if kind == "local":
         return local_documents(corpus["local_files"], chars)
     hf = corpus["hf_dataset"]
-    return hf_documents(hf["name"], hf.get("split", "train"), hf.get("text_column", "text"),
-                        hf.get("max_documents"), chars, hf.get("config_name"))
+    return hf_documents(
+        hf["name"],
+        hf.get("split", "train"),
+        hf.get("text_column", "text"),
+        hf.get("max_documents"),
+        chars,
+        hf.get("config_name"),
+    )

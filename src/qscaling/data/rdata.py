@@ -64,9 +64,7 @@ class _XdrReader:
         elif kind == REALSXP:
             count = self.integer()
             value = list(struct.unpack(f">{count}d", self.take(8 * count)))
-        elif kind == STRSXP:
-            value = [self.item() for _ in range(self.integer())]
-        elif kind == VECSXP:
+        elif kind in (STRSXP, VECSXP):
             value = [self.item() for _ in range(self.integer())]
         else:
             raise ValueError(f"{self.source}: R object type {kind} is not supported by this reader")

@@ -18,7 +18,9 @@ def train_tokenizer(texts, vocab_size: int) -> Tokenizer:
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size, special_tokens=[EOS], initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        vocab_size=vocab_size,
+        special_tokens=[EOS],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
     tokenizer.train_from_iterator(texts, trainer=trainer)
@@ -58,15 +60,23 @@ def load_pretrained_tokenizer(name: str, vocab_size: int) -> Tokenizer:
         path = path / "tokenizer.json"
     tokenizer = Tokenizer.from_file(str(path)) if path.is_file() else Tokenizer.from_pretrained(name)
     if tokenizer.get_vocab_size() > vocab_size:
-        raise ValueError(f"corpus.vocab_size: {vocab_size} is smaller than tokenizer {name}'s "
-                         f"{tokenizer.get_vocab_size()} entries")
+        raise ValueError(
+            f"corpus.vocab_size: {vocab_size} is smaller than tokenizer {name}'s {tokenizer.get_vocab_size()} entries"
+        )
     if tokenizer.token_to_id(EOS) is None:
         raise ValueError(f"corpus.tokenizer: {name} has no {EOS} token to separate documents")
     return tokenizer
 
 
-def prepare_corpus(documents, out_dir: str | os.PathLike, *, vocab_size: int, val_fraction: float, seed: int,
-                   tokenizer_name: str | None = None) -> dict:
+def prepare_corpus(
+    documents,
+    out_dir: str | os.PathLike,
+    *,
+    vocab_size: int,
+    val_fraction: float,
+    seed: int,
+    tokenizer_name: str | None = None,
+) -> dict:
     """Split; train the tokenizer on the train split only (or reuse `tokenizer_name`); write train.bin / val.bin /
     tokenizer.json / corpus.json."""
     from qscaling.data.corpus import split_documents
@@ -74,14 +84,19 @@ def prepare_corpus(documents, out_dir: str | os.PathLike, *, vocab_size: int, va
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     splits = split_documents(documents, val_fraction, seed)
-    tokenizer = (load_pretrained_tokenizer(tokenizer_name, vocab_size) if tokenizer_name
-                 else train_tokenizer((d.text for d in splits["train"]), vocab_size))
+    tokenizer = (
+        load_pretrained_tokenizer(tokenizer_name, vocab_size)
+        if tokenizer_name
+        else train_tokenizer((d.text for d in splits["train"]), vocab_size)
+    )
     write_atomic_bytes(out_dir / "tokenizer.json", tokenizer.to_str().encode())
     summary = {"vocab_size": tokenizer.get_vocab_size(), "eos_id": tokenizer.token_to_id(EOS), "splits": {}}
     for name, part in splits.items():
         count = encode_to_shard(tokenizer, [d.text for d in part], out_dir / f"{name}.bin")
         summary["splits"][name] = {
-            "documents": len(part), "characters": sum(len(d.text) for d in part), "tokens": count,
+            "documents": len(part),
+            "characters": sum(len(d.text) for d in part),
+            "tokens": count,
             "sources": sorted({d.source for d in part}),
         }
     write_atomic_bytes(out_dir / "corpus.json", json.dumps(summary, indent=2, sort_keys=True).encode())

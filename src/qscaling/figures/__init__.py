@@ -12,8 +12,8 @@ import matplotlib
 import numpy as np
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import seaborn as sns  # noqa: E402
+import matplotlib.pyplot as plt
+import seaborn as sns
 
 # Keys matplotlib would otherwise fill with versions and dates, which break byte-identical reruns.
 _NO_METADATA = {
@@ -111,20 +111,36 @@ def figure_data(fig) -> dict:
     axes = []
     for ax in fig.axes:
         legend = ax.get_legend()
-        axes.append({
-            "title": ax.get_title(), "xlabel": ax.get_xlabel(), "ylabel": ax.get_ylabel(),
-            "xscale": ax.get_xscale(), "yscale": ax.get_yscale(),
-            "xlim": _numbers(ax.get_xlim()), "ylim": _numbers(ax.get_ylim()),
-            "lines": [{"label": line.get_label(), "x": _as_numbers_or_text(line.get_xdata()),
-                       "y": _as_numbers_or_text(line.get_ydata())} for line in ax.get_lines()],
-            "collections": [_collection_data(collection) for collection in ax.collections],
-            "bars": [_numbers([p.get_x(), p.get_y(), p.get_width(), p.get_height()])
-                     for p in ax.patches if isinstance(p, Rectangle)],
-            "texts": [text.get_text() for text in ax.texts],
-            "legend": [text.get_text() for text in legend.get_texts()] if legend else [],
-            "tables": [[cell.get_text().get_text() for _, cell in sorted(table.get_celld().items())]
-                       for table in ax.tables],
-        })
+        axes.append(
+            {
+                "title": ax.get_title(),
+                "xlabel": ax.get_xlabel(),
+                "ylabel": ax.get_ylabel(),
+                "xscale": ax.get_xscale(),
+                "yscale": ax.get_yscale(),
+                "xlim": _numbers(ax.get_xlim()),
+                "ylim": _numbers(ax.get_ylim()),
+                "lines": [
+                    {
+                        "label": line.get_label(),
+                        "x": _as_numbers_or_text(line.get_xdata()),
+                        "y": _as_numbers_or_text(line.get_ydata()),
+                    }
+                    for line in ax.get_lines()
+                ],
+                "collections": [_collection_data(collection) for collection in ax.collections],
+                "bars": [
+                    _numbers([p.get_x(), p.get_y(), p.get_width(), p.get_height()])
+                    for p in ax.patches
+                    if isinstance(p, Rectangle)
+                ],
+                "texts": [text.get_text() for text in ax.texts],
+                "legend": [text.get_text() for text in legend.get_texts()] if legend else [],
+                "tables": [
+                    [cell.get_text().get_text() for _, cell in sorted(table.get_celld().items())] for table in ax.tables
+                ],
+            }
+        )
     return {"axes": axes, "texts": [text.get_text() for text in fig.texts]}
 
 

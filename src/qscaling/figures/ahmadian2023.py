@@ -12,30 +12,52 @@ import seaborn as sns
 
 from qscaling.figures import add_footer, new_figure
 
-PROXIES = {"rmse": "W8A8 RMSE of QKV input", "act_std": "mean per-token activation std",
-           "gain_std": "std of norm gains", "spectral_norm": "spectral norm of W_qkv"}
+PROXIES = {
+    "rmse": "W8A8 RMSE of QKV input",
+    "act_std": "mean per-token activation std",
+    "gain_std": "std of norm gains",
+    "spectral_norm": "spectral norm of W_qkv",
+}
 # The one-factor ablations, in the paper's order (`factor` column of the study table).
-FACTOR_TITLES = {"weight_decay": "weight decay", "dropout": "dropout", "grad_clip": "gradient clipping",
-                 "precision": "training precision"}
+FACTOR_TITLES = {
+    "weight_decay": "weight decay",
+    "dropout": "dropout",
+    "grad_clip": "gradient clipping",
+    "precision": "training precision",
+}
 FACTORS = tuple(FACTOR_TITLES)
 METHOD_LABELS = {"none": "unquantized", "w8a8": "W8A8", "rtn": "W4"}
 # The paper's ablation results: mean % change of zero-shot accuracy after W8A8 (6B, 75k steps), Sec. 3 / Figs. 2–3.
 PAPER_ABLATIONS = {
-    ("weight_decay", "0.001", ""): -1.36, ("weight_decay", "0.01", ""): -0.26, ("weight_decay", "0.1", ""): -0.09,
-    ("dropout", "0", ""): 0.32, ("dropout", "0.1", ""): 0.31, ("dropout", "0.4", ""): -0.27,
+    ("weight_decay", "0.001", ""): -1.36,
+    ("weight_decay", "0.01", ""): -0.26,
+    ("weight_decay", "0.1", ""): -0.09,
+    ("dropout", "0", ""): 0.32,
+    ("dropout", "0.1", ""): 0.31,
+    ("dropout", "0.4", ""): -0.27,
     ("dropout", "0.8", ""): -0.57,
-    ("grad_clip", "none", ""): -1.36, ("grad_clip", "1", ""): 0.41,
-    ("precision", "bf16", "wd 0.1"): 0.32, ("precision", "fp16", "wd 0.1"): -0.76,
-    ("precision", "bf16", "wd 0.01"): 0.77, ("precision", "fp16", "wd 0.01"): -1.73,
+    ("grad_clip", "none", ""): -1.36,
+    ("grad_clip", "1", ""): 0.41,
+    ("precision", "bf16", "wd 0.1"): 0.32,
+    ("precision", "fp16", "wd 0.1"): -0.76,
+    ("precision", "bf16", "wd 0.01"): 0.77,
+    ("precision", "fp16", "wd 0.01"): -1.73,
 }
 # Table 4: 8-task mean accuracy (%), unquantized / W8A8 / W4. (The text's 52B "0.24 %" contradicts the table.)
-PAPER_TABLE4 = {"410M": (59.36, 58.85, 55.93), "6B": (72.67, 72.18, 66.74), "13B": (72.83, 72.59, 65.92),
-                "52B": (77.31, 77.39, 73.72)}
+PAPER_TABLE4 = {
+    "410M": (59.36, 58.85, 55.93),
+    "6B": (72.67, 72.18, 66.74),
+    "13B": (72.83, 72.59, 65.92),
+    "52B": (77.31, 77.39, 73.72),
+}
 
 
 def _footer(fig, table: pd.DataFrame, extra: str = "") -> None:
-    emulated = "; bf16/fp16 emulated on CPU (Linear inputs and weights rounded in the forward pass)" \
-        if table["emulated"].any() else ""
+    emulated = (
+        "; bf16/fp16 emulated on CPU (Linear inputs and weights rounded in the forward pass)"
+        if table["emulated"].any()
+        else ""
+    )
     fig.tight_layout()  # rotated tick labels stay inside the figure, so the footer below them never overlaps
     add_footer(fig, f"This run, one seed per recipe{emulated}. {extra}".strip())
 
@@ -59,8 +81,14 @@ def _bars(ax, rows, value, se, paper=None):
     x = np.arange(len(rows))
     ax.bar(x, rows[value], yerr=1.96 * rows[se].fillna(0), color=sns.color_palette()[0], capsize=2, label="this run")
     if paper is not None:
-        ax.scatter(x, [PAPER_ABLATIONS.get((r.factor, r.level, r.group), np.nan) for r in rows.itertuples()],
-                   marker="D", color="black", zorder=3, label="paper (6B)")
+        ax.scatter(
+            x,
+            [PAPER_ABLATIONS.get((r.factor, r.level, r.group), np.nan) for r in rows.itertuples()],
+            marker="D",
+            color="black",
+            zorder=3,
+            label="paper (6B)",
+        )
     ax.axhline(0, color="0.3", lw=0.8)
     ax.set_xticks(x, labels, rotation=30, ha="right")
 
@@ -107,8 +135,14 @@ def fig3(tables, fits):
     axes[0][0].legend(fontsize=6)
     axes[0][1].set(ylabel="loss δ W8A8 (nats)")
     tracked = evals[(evals["factor"] == "precision") & (evals["method"] == "w8a8")]
-    sns.lineplot(tracked.assign(variant=tracked["level"] + " · " + tracked["group"]), x="D", y="delta",
-                 hue="variant", marker="o", ax=axes[0][2])
+    sns.lineplot(
+        tracked.assign(variant=tracked["level"] + " · " + tracked["group"]),
+        x="D",
+        y="delta",
+        hue="variant",
+        marker="o",
+        ax=axes[0][2],
+    )
     axes[0][2].set(xlabel="training tokens", ylabel="loss δ W8A8 (nats)", title="over training")
     _footer(fig, tracked)
     return fig
@@ -193,13 +227,17 @@ def table_ablations_frame(tables, fits):
     """Our W8A8 results beside the paper's: % accuracy change and loss δ per ablation level (final checkpoints)."""
     rows = _final(tables["evals"], "w8a8")
     paper = [PAPER_ABLATIONS.get((r.factor, r.level, r.group), np.nan) for r in rows.itertuples()]
-    return rows.assign(paper_pct_change=paper)[["factor", "level", "group", "paper_pct_change", "pct_change",
-                                                "pct_change_se", "delta", "delta_se"]].reset_index(drop=True)
+    return rows.assign(paper_pct_change=paper)[
+        ["factor", "level", "group", "paper_pct_change", "pct_change", "pct_change_se", "delta", "delta_se"]
+    ].reset_index(drop=True)
 
 
 def table_ablations(tables, fits):
-    return _render(table_ablations_frame(tables, fits), "W8A8 % change by training choice: paper (6B) vs this run",
-                   "paper_pct_change: Ahmadian et al. 2023 Figs. 2–3; pct_change/loss_delta: this run (± se).")
+    return _render(
+        table_ablations_frame(tables, fits),
+        "W8A8 % change by training choice: paper (6B) vs this run",
+        "paper_pct_change: Ahmadian et al. 2023 Figs. 2–3; pct_change/loss_delta: this run (± se).",
+    )
 
 
 def table4_frame(tables, fits):
@@ -207,14 +245,28 @@ def table4_frame(tables, fits):
     rows = _final(tables["evals"], factors=["recipe", "outlier_prone", "released"])
     wide = rows.pivot_table(index=["factor", "size", "N"], columns="method", values="mean_acc", aggfunc="first")
     wide = wide.rename(columns=METHOD_LABELS).reset_index().sort_values(["factor", "N"])
-    paper = pd.DataFrame([{"factor": "paper (Table 4)", "size": size, "N": np.nan, "unquantized": values[0] / 100,
-                           "W8A8": values[1] / 100, "W4": values[2] / 100} for size, values in PAPER_TABLE4.items()])
+    paper = pd.DataFrame(
+        [
+            {
+                "factor": "paper (Table 4)",
+                "size": size,
+                "N": np.nan,
+                "unquantized": values[0] / 100,
+                "W8A8": values[1] / 100,
+                "W4": values[2] / 100,
+            }
+            for size, values in PAPER_TABLE4.items()
+        ]
+    )
     return pd.concat([wide, paper], ignore_index=True)[["factor", "size", "N", "unquantized", "W8A8", "W4"]]
 
 
 def table4(tables, fits):
-    return _render(table4_frame(tables, fits), "Mean accuracy unquantized / W8A8 / W4 by size (Table 4)",
-                   "Paper rows: 8-task mean (fraction); this run: 3 held-out tasks.")
+    return _render(
+        table4_frame(tables, fits),
+        "Mean accuracy unquantized / W8A8 / W4 by size (Table 4)",
+        "Paper rows: 8-task mean (fraction); this run: 3 held-out tasks.",
+    )
 
 
 def table5_frame(tables, fits):
@@ -226,5 +278,8 @@ def table5_frame(tables, fits):
 
 
 def table5(tables, fits):
-    return _render(table5_frame(tables, fits), "Outlier dimensions by rule (Table 5)",
-                   "LLM.int8 rule: |x| > 6 on ≥ 6 % of tokens in ≥ 25 % of layers; also 4.2 and |x − μ| > 4σ.")
+    return _render(
+        table5_frame(tables, fits),
+        "Outlier dimensions by rule (Table 5)",
+        "LLM.int8 rule: |x| > 6 on ≥ 6 % of tokens in ≥ 25 % of layers; also 4.2 and |x − μ| > 4σ.",
+    )

@@ -27,6 +27,7 @@ def _contours(fits, quantity, levels, title, G):
 
 def fig1(tables, fits, G=128):
     """W4A4 QAT error δ_p over (N, D): iso-error lines of slope γ_N/γ_D in log–log."""
+
     def delta(params, N, D, G):
         return law.qat_error(params, {"N": N, "D": D, "G": G})
 
@@ -37,4 +38,6 @@ def fig1(tables, fits, G=128):
 def fig16(tables, fits, G=128):
     """Effective-parameter multiplier N_eff/N of W4A4 QAT over (N, D)."""
     levels = [0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]
-    return _contours(fits, law.effective_parameter_multiplier, levels, f"W4A4 effective-parameter multiplier, G = {G}", G)
+    return _contours(
+        fits, law.effective_parameter_multiplier, levels, f"W4A4 effective-parameter multiplier, G = {G}", G
+    )

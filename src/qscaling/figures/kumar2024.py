@@ -29,8 +29,12 @@ def fig3_left(tables, fits):
         curves["tied (w, a, kv)"] = np.prod(list(curves.values()), axis=0)
         for color, (name, curve) in zip(sns.color_palette(), curves.items()):
             ax.plot(bits, curve, _STYLE[label], color=color, label=name if label == "paper" else None)
-    ax.set(xlabel="training precision (bits)", ylabel="N_eff / N", ylim=(0, 1.02),
-           title="Effective parameters per quantized tensor")
+    ax.set(
+        xlabel="training precision (bits)",
+        ylabel="N_eff / N",
+        ylim=(0, 1.02),
+        title="Effective parameters per quantized tensor",
+    )
     ax.legend()
     add_footer(fig, note)
     return fig
@@ -50,8 +54,12 @@ def fig6_right(tables, fits, sizes=(1e9, 8e9, 70e9)):
         for name, (N, D) in _LLAMA3.items():
             ax.plot(D, law.fixed_size_optimal_precision(params, N, D), "*", color="k", ms=8)
             ax.annotate(name, (D, law.fixed_size_optimal_precision(params, N, D)), fontsize=6, ha="right", va="bottom")
-    ax.set(xscale="log", xlabel="training tokens D", ylabel="compute-optimal precision P* (bits)",
-           title="P* for fixed N (black line: N, D, P all free)")
+    ax.set(
+        xscale="log",
+        xlabel="training tokens D",
+        ylabel="compute-optimal precision P* (bits)",
+        title="P* for fixed N (black line: N, D, P all free)",
+    )
     ax.legend(fontsize=7)
     add_footer(fig, note)
     return fig
@@ -66,8 +74,13 @@ def fig9(tables, fits, served=(0.0, 1e12, 1e13)):
         for color, served_tokens in zip(sns.color_palette(), served):
             optima = np.array([law.inference_aware_optimum(params, c, served_tokens) for c in costs])
             for ax, column in zip(axes[0], optima.T):
-                ax.plot(costs, column, _STYLE[label], color=color,
-                        label=f"{served_tokens:.0e} tokens served" if label == "paper" else None)
+                ax.plot(
+                    costs,
+                    column,
+                    _STYLE[label],
+                    color=color,
+                    label=f"{served_tokens:.0e} tokens served" if label == "paper" else None,
+                )
     for ax, name in zip(axes[0], ("P* (bits)", "N*", "D*")):
         ax.set(xscale="log", yscale="log", xlabel="total cost (FLOP-equivalents)", ylabel=name)
     axes[0][0].legend(fontsize=6)
@@ -77,6 +90,7 @@ def fig9(tables, fits, served=(0.0, 1e12, 1e13)):
 
 
 # Study figures: read the kumar2024 PTQ table (`tables["ptq"]`) and the δ_PTQ fits (`fits["ptq_<method>"]`).
+
 
 def _ptq_rows(tables, method="gptq", main=True):
     table = tables["ptq"]
@@ -98,14 +112,26 @@ def fig1_left(tables, fits):
     rows = _series(rows[rows["N"] == rows["N"].min()])
     fig, axes = new_figure(width=4.6, height=3.4)
     ax = axes[0][0]
-    sns.lineplot(rows, x="tokens_per_param", y="loss", hue="series", hue_order=_series_order(rows), marker="o",
-                 palette="rocket", ax=ax)
+    sns.lineplot(
+        rows,
+        x="tokens_per_param",
+        y="loss",
+        hue="series",
+        hue_order=_series_order(rows),
+        marker="o",
+        palette="rocket",
+        ax=ax,
+    )
     for _, group in rows[rows["bits"] < 16].groupby("bits"):
         best = group.loc[group["loss"].idxmin()]
         if best["D"] < group["D"].max():
             ax.plot(best["tokens_per_param"], best["loss"], "*", color="black", markersize=10)
-    ax.set(xscale="log", xlabel="tokens per parameter D/N", ylabel="validation loss after GPTQ",
-           title=f"Post-train quantization, N = {int(rows['N'].iloc[0]):,}")
+    ax.set(
+        xscale="log",
+        xlabel="tokens per parameter D/N",
+        ylabel="validation loss after GPTQ",
+        title=f"Post-train quantization, N = {int(rows['N'].iloc[0]):,}",
+    )
     add_footer(fig, "This run; ★ = critical data size (more data makes the quantized model worse)")
     return fig
 
@@ -120,11 +146,20 @@ def _ptq_grid(tables, fits, method):
     for column, n in enumerate(sizes):
         size_rows = rows[rows["N"] == n]
         top, bottom = axes[0][column], axes[1][column]
-        sns.lineplot(size_rows, x="tokens_per_param", y="loss", hue="series", palette=palette, marker="o",
-                     ax=top, legend=column == 0)
+        sns.lineplot(
+            size_rows,
+            x="tokens_per_param",
+            y="loss",
+            hue="series",
+            palette=palette,
+            marker="o",
+            ax=top,
+            legend=column == 0,
+        )
         quantized = size_rows[(size_rows["bits"] < 16) & (size_rows["delta"] > 0)]
-        sns.scatterplot(quantized, x="tokens_per_param", y="delta", hue="series", palette=palette, ax=bottom,
-                        legend=False)
+        sns.scatterplot(
+            quantized, x="tokens_per_param", y="delta", hue="series", palette=palette, ax=bottom, legend=False
+        )
         if fit is not None:
             grid = np.geomspace(size_rows["D"].min(), size_rows["D"].max(), 50)
             for bits in sorted(quantized["bits"].unique()):
@@ -132,8 +167,11 @@ def _ptq_grid(tables, fits, method):
                 bottom.plot(grid / n, curve, color=palette[f"INT{bits}"])
         top.set(xscale="log", title=f"N = {n:,}", ylabel="val loss" if column == 0 else "")
         bottom.set(xscale="log", yscale="log", xlabel="D / N", ylabel="δ_PTQ" if column == 0 else "")
-    add_footer(fig, f"This run, {method.upper()} per-channel; lines: fitted δ_PTQ = C_T·D^γD/N^γN·e^(−P/γ)"
-               + ("" if fit else " (no fit: too few points above the noise floor)"))
+    add_footer(
+        fig,
+        f"This run, {method.upper()} per-channel; lines: fitted δ_PTQ = C_T·D^γD/N^γN·e^(−P/γ)"
+        + ("" if fit else " (no fit: too few points above the noise floor)"),
+    )
     return fig
 
 
@@ -161,8 +199,13 @@ def fig12(tables, fits):
     fig, axes = new_figure(width=4.6, height=3.4)
     ax = axes[0][0]
     sns.lineplot(rows, x="D", y="delta", hue="series", style="anneal", marker="o", palette="rocket", ax=ax)
-    ax.set(xscale="log", yscale="log", xlabel="training tokens D", ylabel="δ_PTQ (GPTQ)",
-           title=f"LR schedule ablation, N = {int(rows['N'].iloc[0]):,}")
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="training tokens D",
+        ylabel="δ_PTQ (GPTQ)",
+        title=f"LR schedule ablation, N = {int(rows['N'].iloc[0]):,}",
+    )
     add_footer(fig, "This run: wsd = cooldown branch from the stable trunk; cosine = one run per budget")
     return fig
 
@@ -178,11 +221,22 @@ def fig19(tables, fits):
         ax.text(0.5, 0.5, "no δ_PTQ fit (too few points above the noise floor)", ha="center", transform=ax.transAxes)
         return fig
     predicted = fit.predict({"N": rows["N"], "D": rows["D"], "P_post": rows["bits"]})
-    sns.scatterplot(rows.assign(predicted=predicted, size_label=rows["size"]), x="predicted", y="delta",
-                    hue="size_label", style="bits", ax=ax)
+    sns.scatterplot(
+        rows.assign(predicted=predicted, size_label=rows["size"]),
+        x="predicted",
+        y="delta",
+        hue="size_label",
+        style="bits",
+        ax=ax,
+    )
     low, high = rows["delta"].min(), rows["delta"].max()
     ax.plot([low, high], [low, high], color="0.5", lw=1)
-    ax.set(xscale="log", yscale="log", xlabel="predicted δ_PTQ", ylabel="measured δ_PTQ",
-           title=f"δ_PTQ fit, R² = {fit.r2:.2f} (log space)")
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="predicted δ_PTQ",
+        ylabel="measured δ_PTQ",
+        title=f"δ_PTQ fit, R² = {fit.r2:.2f} (log space)",
+    )
     add_footer(fig, "This run, GPTQ; points at or below twice their paired noise are not shown nor fitted")
     return fig

@@ -31,8 +31,11 @@ def fig1(tables, fits, sizes=("7B", "70B", "405B")):
         ax.set(xscale="log", yscale="log", ylim=(1e-3, 30), xlabel="training tokens", title=model)
     axes[0][0].set_ylabel("QiD (Δ loss)")
     axes[0][0].legend(fontsize=6)
-    add_footer(fig, "Constants: Ouyang et al. 2024, unified law and 16-bit Kaplan-form loss"
-               + ("; dashed: this run's fit" if fit else ""))
+    add_footer(
+        fig,
+        "Constants: Ouyang et al. 2024, unified law and 16-bit Kaplan-form loss"
+        + ("; dashed: this run's fit" if fit else ""),
+    )
     return fig
 
 
@@ -62,6 +65,7 @@ def table1(tables, fits):
 # Study figures: read the ouyang2024 QiD table (`tables["evals"]`), one-factor fits (`tables["one_factor"]`),
 # weight changes (`tables["weight_changes"]`) and the fitted laws (`fits["qid"]`, `fits["kaplan"]`, …).
 
+
 def _gptq(tables, split="val", positive=True):
     table = tables["evals"]
     rows = table[(table["method"] == "gptq") & (table["split"] == split)]
@@ -80,8 +84,9 @@ def fig2(tables, fits):
     sizes = sorted(rows["N"].unique())
     fig, axes = _panels(len(sizes))
     for ax, n in zip(axes[0], sizes):
-        sns.lineplot(rows[rows["N"] == n], x="D", y="loss", hue="series", marker="o", palette="mako", ax=ax,
-                     legend=n == sizes[0])
+        sns.lineplot(
+            rows[rows["N"] == n], x="D", y="loss", hue="series", marker="o", palette="mako", ax=ax, legend=n == sizes[0]
+        )
         ax.set(xscale="log", title=f"N = {n:,}", xlabel="training tokens")
     add_footer(fig, "This run: intermediate (not annealed) trunk checkpoints, GPTQ weight-only")
     return fig
@@ -98,7 +103,7 @@ def _one_factor(tables, fits, factor, panel_by, hue, law_name):
         palette = dict(zip(sorted(subset[hue].unique()), sns.color_palette("viridis", subset[hue].nunique())))
         sns.scatterplot(subset, x=factor, y="delta", hue=hue, palette=palette, ax=ax, legend=value == panels[0])
         x = np.geomspace(subset[factor].min(), subset[factor].max(), 40)
-        for record in (fitted[fitted[panel_by] == value].itertuples() if len(fitted) else []):
+        for record in fitted[fitted[panel_by] == value].itertuples() if len(fitted) else []:
             key = getattr(record, hue)
             if key in palette:
                 ax.plot(x, law({p: getattr(record, p) for p in law.param_names}, {factor: x}), color=palette[key])
@@ -163,10 +168,15 @@ def fig8(tables, fits):
     fig, axes = _panels(2, sharey=True)
     for ax, split in zip(axes[0], ("val", "ood")):
         subset = rows[rows["split"] == split]
-        sns.lineplot(subset, x="D", y="delta", hue="bits", style="size", marker="o", ax=ax, legend=split == "val",
-                     palette="mako")
-        ax.set(xscale="log", yscale="log", title={"val": "in-domain (held-out classics)",
-                                                  "ood": "out-of-domain (Django docs)"}[split], ylabel="QiD")
+        sns.lineplot(
+            subset, x="D", y="delta", hue="bits", style="size", marker="o", ax=ax, legend=split == "val", palette="mako"
+        )
+        ax.set(
+            xscale="log",
+            yscale="log",
+            title={"val": "in-domain (held-out classics)", "ood": "out-of-domain (Django docs)"}[split],
+            ylabel="QiD",
+        )
     add_footer(fig, "This run, GPTQ weight-only")
     return fig
 
@@ -198,8 +208,13 @@ def fig11(tables, fits):
     fig, axes = new_figure(width=4.6, height=3.4)
     ax = axes[0][0]
     sns.scatterplot(rows, x="D", y="N", hue="bits", size="delta", sizes=(10, 300), palette="mako", alpha=0.6, ax=ax)
-    ax.set(xscale="log", yscale="log", xlabel="training tokens D", ylabel="non-embedding parameters N",
-           title="QiD over (N, D)")
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="training tokens D",
+        ylabel="non-embedding parameters N",
+        title="QiD over (N, D)",
+    )
     add_footer(fig, "This run, GPTQ")
     return fig
 
@@ -209,7 +224,9 @@ def fig12(tables, fits):
     changes = tables["weight_changes"]
     fig, axes = new_figure(width=5.4, height=3.4)
     ax = axes[0][0]
-    changes = changes.assign(interval=changes["D_from"].map("{:,.0f}".format) + "→" + changes["D_to"].map("{:,.0f}".format))
+    changes = changes.assign(
+        interval=changes["D_from"].map("{:,.0f}".format) + "→" + changes["D_to"].map("{:,.0f}".format)
+    )
     sns.boxplot(changes, x="interval", y="relative_change", hue="size", ax=ax, fliersize=1)
     ax.set(yscale="log", xlabel="checkpoint interval (tokens)", ylabel="relative weight change")
     ax.tick_params(axis="x", rotation=30, labelsize=6)

@@ -30,8 +30,12 @@ def fig5(tables, fits, max_bits=16):
             ax.plot(mantissa, factor, _STYLE[label], color=color, lw=1, label=f"fp{bits}" if label == "paper" else None)
             E, M = law.optimal_layout(params, bits)
             ax.plot(M, law.format_factor(params, E, M), "o" if label == "paper" else "x", color=color, ms=4)
-    ax.set(yscale="log", xlabel="mantissa bits M (E = P − 1 − M)", ylabel="(E+0.5)^δ (M+0.5)^ν",
-           title="Optimal FP layout per total bits (markers: best E/M split)")
+    ax.set(
+        yscale="log",
+        xlabel="mantissa bits M (E = P − 1 − M)",
+        ylabel="(E+0.5)^δ (M+0.5)^ν",
+        title="Optimal FP layout per total bits (markers: best E/M split)",
+    )
     ax.legend(ncol=4, fontsize=6)
     add_footer(fig, note)
     return fig
@@ -46,11 +50,20 @@ def fig6(tables, fits, N=1e9, block_size=128, formats=((3, 4), (3, 5), (3, 6))):
     for color, (E, M) in zip(sns.color_palette(), formats):
         for label, params in sources:
             x = {"N": np.full_like(tokens, N), "D": tokens, "E": E, "M": M, "B": block_size}
-            ax.plot(tokens, law.capybara_loss(params, x), _STYLE[label], color=color,
-                    label=f"E{E}M{M}" if label == "paper" else None)
+            ax.plot(
+                tokens,
+                law.capybara_loss(params, x),
+                _STYLE[label],
+                color=color,
+                label=f"E{E}M{M}" if label == "paper" else None,
+            )
             ax.axvline(law.critical_data_size(params, N, E, M, block_size), color=color, ls=":", lw=0.8)
-    ax.set(xscale="log", xlabel="training tokens D", ylabel="predicted loss",
-           title=f"Critical data size (dotted), N = {N:.0e}, B = {block_size}")
+    ax.set(
+        xscale="log",
+        xlabel="training tokens D",
+        ylabel="predicted loss",
+        title=f"Critical data size (dotted), N = {N:.0e}, B = {block_size}",
+    )
     ax.legend()
     add_footer(fig, note)
     return fig
@@ -67,10 +80,22 @@ def fig7(tables, fits, block_size=128, sizes=(1e9, 7e10)):
         ax.plot(compute, joint, _STYLE[label], color="k", label="joint N, D, P" if label == "paper" else None)
         for color, N in zip(sns.color_palette(), sizes):
             fixed = law.optimal_precision_fixed_size(params, compute, N, block_size)
-            ax.plot(compute, fixed, _STYLE[label], color=color, lw=0.8, label=f"fixed N = {N:.0e}" if label == "paper" else None)
+            ax.plot(
+                compute,
+                fixed,
+                _STYLE[label],
+                color=color,
+                lw=0.8,
+                label=f"fixed N = {N:.0e}" if label == "paper" else None,
+            )
     ax.axhspan(4, 8, color="0.9", zorder=0, label="4–8 bits")
-    ax.set(xscale="log", ylim=(1, 16), xlabel="compute C = (6/16)·P·N·D", ylabel="optimal precision P (bits)",
-           title=f"Optimal FP precision vs compute (B = {block_size})")
+    ax.set(
+        xscale="log",
+        ylim=(1, 16),
+        xlabel="compute C = (6/16)·P·N·D",
+        ylabel="optimal precision P (bits)",
+        title=f"Optimal FP precision vs compute (B = {block_size})",
+    )
     ax.legend(fontsize=7)
     add_footer(fig, note)
     return fig
@@ -84,8 +109,12 @@ def fig14(tables, fits, block_size=128):
     tokens = np.logspace(9, 15, 100)
     for label, params in sources:
         ax.plot(tokens, law.optimal_precision_fixed_data(params, tokens, block_size), _STYLE[label], label=label)
-    ax.set(xscale="log", xlabel="training tokens D", ylabel="optimal precision P (bits)",
-           title=f"Optimal FP precision vs data (B = {block_size})")
+    ax.set(
+        xscale="log",
+        xlabel="training tokens D",
+        ylabel="optimal precision P (bits)",
+        title=f"Optimal FP precision vs data (B = {block_size})",
+    )
     ax.legend()
     add_footer(fig, note)
     return fig

@@ -11,9 +11,9 @@ granularity and longer rows take the reference's scales (same float32 ops in tor
 the element-wise part.
 """
 
+import torch
 import triton
 import triton.language as tl
-import torch
 
 from qscaling.quant.reference import choose_qparams
 from qscaling.quant.rounding import seed_key
@@ -68,13 +68,29 @@ def _round_magnitude(a, index, key, ROUNDING: tl.constexpr):
 
 @triton.jit
 def _fake_quant_kernel(
-    x_ptr, out_ptr, scale_ptr, zero_ptr, n_rows, row_length, key,
-    ROWS: tl.constexpr, BLOCK: tl.constexpr, GIVEN_SCALE: tl.constexpr, IS_FP: tl.constexpr,
+    x_ptr,
+    out_ptr,
+    scale_ptr,
+    zero_ptr,
+    n_rows,
+    row_length,
+    key,
+    ROWS: tl.constexpr,
+    BLOCK: tl.constexpr,
+    GIVEN_SCALE: tl.constexpr,
+    IS_FP: tl.constexpr,
     ROUNDING: tl.constexpr,
-    SYMMETRIC: tl.constexpr, Q_MIN: tl.constexpr, Q_MAX: tl.constexpr, DIVISOR: tl.constexpr,
+    SYMMETRIC: tl.constexpr,
+    Q_MIN: tl.constexpr,
+    Q_MAX: tl.constexpr,
+    DIVISOR: tl.constexpr,
     MULINV: tl.constexpr,
-    FP_MAX: tl.constexpr, MIN_NORMAL: tl.constexpr, ULP_FACTOR: tl.constexpr, MAX_EXPONENT: tl.constexpr,
-    FP_SCALE: tl.constexpr, OVERFLOW_INF: tl.constexpr,
+    FP_MAX: tl.constexpr,
+    MIN_NORMAL: tl.constexpr,
+    ULP_FACTOR: tl.constexpr,
+    MAX_EXPONENT: tl.constexpr,
+    FP_SCALE: tl.constexpr,
+    OVERFLOW_INF: tl.constexpr,
 ):
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
@@ -99,7 +115,9 @@ def _fake_quant_kernel(
             scale = tl.div_rn(tl.full(amax.shape, FP_MAX, tl.float32), amax)
             scale = tl.where(scale > 3.4028234663852886e38, 3.4028234663852886e38, scale)
             if FP_SCALE == 1:
-                scale = _float(_bits(tl.where(scale < 1.1754943508222875e-38, 1.1754943508222875e-38, scale)) & 0x7F800000)
+                scale = _float(
+                    _bits(tl.where(scale < 1.1754943508222875e-38, 1.1754943508222875e-38, scale)) & 0x7F800000
+                )
         scale = tl.where(amax > 0.0, scale, 1.0)
         zero = tl.zeros_like(scale)
     elif SYMMETRIC:
@@ -177,14 +195,28 @@ def quantize_triton(x: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
     else:
         q_min, q_max, divisor = 0, 2**bits - 1, float(2**bits - 1)
     _fake_quant_kernel[grid](
-        x, out, scale, zero, n_rows, row_length, seed_key(spec.seed),
-        ROWS=rows_per_program, BLOCK=block, GIVEN_SCALE=given_scale, IS_FP=fp,
+        x,
+        out,
+        scale,
+        zero,
+        n_rows,
+        row_length,
+        seed_key(spec.seed),
+        ROWS=rows_per_program,
+        BLOCK=block,
+        GIVEN_SCALE=given_scale,
+        IS_FP=fp,
         ROUNDING=_ROUNDING_CODES[spec.rounding],
-        SYMMETRIC=spec.symmetric, Q_MIN=q_min, Q_MAX=q_max, DIVISOR=divisor, MULINV=spec.division == "mulinv",
+        SYMMETRIC=spec.symmetric,
+        Q_MIN=q_min,
+        Q_MAX=q_max,
+        DIVISOR=divisor,
+        MULINV=spec.division == "mulinv",
         FP_MAX=fmt.max_value if fp else 0.0,
         MIN_NORMAL=2.0**fmt.min_normal_exponent if fp else 0.0,
         ULP_FACTOR=2.0**-fmt.mantissa_bits if fp else 0.0,
         MAX_EXPONENT=fmt.max_exponent if fp else 0,
-        FP_SCALE=_FP_SCALE_CODES[spec.fp_scale], OVERFLOW_INF=spec.overflow == "inf",
+        FP_SCALE=_FP_SCALE_CODES[spec.fp_scale],
+        OVERFLOW_INF=spec.overflow == "inf",
     )
     return out

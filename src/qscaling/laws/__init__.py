@@ -1,10 +1,10 @@
 """Scaling laws of the five papers as declarative objects, one fitter for all of them, derived quantities.
 
-    from qscaling.laws import LAWS, fit, load_fit
-    law = LAWS["sun2025.capybara"]
-    law(law.default_paper_params(), table)          # evaluate
-    result = fit(law, table, bootstrap=200)          # params, CIs, R², RMSE, held-out error
-    result.to_json("results/fits/capybara.json"); load_fit("results/fits/capybara.json")
+from qscaling.laws import LAWS, fit, load_fit
+law = LAWS["sun2025.capybara"]
+law(law.default_paper_params(), table)          # evaluate
+result = fit(law, table, bootstrap=200)          # params, CIs, R², RMSE, held-out error
+result.to_json("results/fits/capybara.json"); load_fit("results/fits/capybara.json")
 """
 
 from qscaling.laws import baseline, chen2025, kumar2024, ouyang2024, sun2025

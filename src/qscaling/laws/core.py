@@ -346,8 +346,10 @@ class Fit:
             "notes": self.notes,
             "points": self.points,
             # The papers' own constants for this law, so a fit file can be read against them on its own.
-            "paper": {variant: {"source": values.source, "params": dict(values)}
-                      for variant, values in self.law.paper_params.items()},
+            "paper": {
+                variant: {"source": values.source, "params": dict(values)}
+                for variant, values in self.law.paper_params.items()
+            },
         }
 
     @property
@@ -387,7 +389,8 @@ class Fit:
             ci_level=float(data["ci_level"]),
             notes=list(data["notes"]),
             # An infinite condition number is written as null beside "ill_conditioned": true.
-            jacobian_condition=math.inf if data.get("ill_conditioned") and data.get("jacobian_condition") is None
+            jacobian_condition=math.inf
+            if data.get("ill_conditioned") and data.get("jacobian_condition") is None
             else data.get("jacobian_condition"),
             points=data.get("points", {}),
         )
@@ -422,9 +425,7 @@ def _checked_columns(law: Law, table: pd.DataFrame, target: str) -> tuple[dict[s
             f"{non_positive} row(s) are <= 0 — drop points below the noise floor explicitly before fitting"
         )
     if len(y) < len(law.params):
-        raise ValueError(
-            f"fit {law.name}: need at least {len(law.params)} points (one per parameter), got {len(y)}"
-        )
+        raise ValueError(f"fit {law.name}: need at least {len(law.params)} points (one per parameter), got {len(y)}")
     return columns, y
 
 
@@ -475,8 +476,10 @@ def fit(
     notes = _bound_notes(law, params)
     condition = _jacobian_condition(law, columns, z_best, params)
     if condition is not None and not condition <= ILL_CONDITIONED:
-        notes.append(f"ill-conditioned: Jacobian condition number {condition:.3g} > {ILL_CONDITIONED:g}; the data do "
-                     "not pin down every parameter — read its predictions and CIs, not its point values")
+        notes.append(
+            f"ill-conditioned: Jacobian condition number {condition:.3g} > {ILL_CONDITIONED:g}; the data do "
+            "not pin down every parameter — read its predictions and CIs, not its point values"
+        )
 
     ci, standard_errors = _bootstrap(
         law, table, columns, log_y, z_bounds, z_best, bootstrap, run_col, seed, n_jobs, ci_level

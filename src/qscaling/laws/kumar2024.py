@@ -222,13 +222,15 @@ def inference_aware_optimum(params, cost, served_tokens, serving_bits=16) -> tup
             x = {"N": N, "D": tokens(N, P), "P_w": P, "P_a": P, "P_kv": P}
             return float(training_precision_loss(params, x))
 
-        found = minimize_scalar(loss, bounds=(math.log(1e3), math.log(most_params)), method="bounded",
-                                options={"xatol": 1e-9})
+        found = minimize_scalar(
+            loss, bounds=(math.log(1e3), math.log(most_params)), method="bounded", options={"xatol": 1e-9}
+        )
         return found.fun, math.exp(found.x)
 
     low = _lowest_precision(params) + 0.05
-    found = minimize_scalar(lambda P: best_for_precision(P)[0], bounds=(low, 32.0), method="bounded",
-                            options={"xatol": 1e-7})
+    found = minimize_scalar(
+        lambda P: best_for_precision(P)[0], bounds=(low, 32.0), method="bounded", options={"xatol": 1e-7}
+    )
     P = float(found.x)
     N = best_for_precision(P)[1]
     return P, N, tokens(N, P)
@@ -245,8 +247,10 @@ def derived_quantities(law_name, params) -> dict[str, float]:
                 quantities[f"N_eff/N at P_{tensor} = {bits}"] = float(precision_fraction(params, bits, tensor))
             quantities[f"N_eff/N all tensors at {bits} bits"] = _tied_fraction(params, bits)
     if "C_T" in params:
-        chinchilla = {"B": params.get("B", KUMAR2024_CHINCHILLA["B"]),
-                      "beta": params.get("alpha", KUMAR2024_CHINCHILLA["alpha"])}
+        chinchilla = {
+            "B": params.get("B", KUMAR2024_CHINCHILLA["B"]),
+            "beta": params.get("alpha", KUMAR2024_CHINCHILLA["alpha"]),
+        }
         for N in (30e6, 220e6, 1e9):
             for bits in (3, 4):
                 quantities[f"PTQ D_crit (tokens), N = {N:.3g}, INT{bits}"] = float(

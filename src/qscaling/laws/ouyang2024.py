@@ -105,8 +105,11 @@ QID_TOKENS = Law(
     target="delta",
     huber_delta=DEGRADATION_HUBER_DELTA,
     function=qid_tokens,
-    paper_params={"sec4.1": PaperParams({"b": _unified_at_reference("D"), "beta": TOKENS_EXPONENT},
-                                        _ONE_FACTOR_NOTE.format("N = 1B, P = 4"))},
+    paper_params={
+        "sec4.1": PaperParams(
+            {"b": _unified_at_reference("D"), "beta": TOKENS_EXPONENT}, _ONE_FACTOR_NOTE.format("N = 1B, P = 4")
+        )
+    },
     description="QiD against training tokens for one model size and bit width.",
 )
 QID_SIZE = Law(
@@ -117,8 +120,11 @@ QID_SIZE = Law(
     target="delta",
     huber_delta=DEGRADATION_HUBER_DELTA,
     function=qid_size,
-    paper_params={"sec4.2": PaperParams({"a": _unified_at_reference("N"), "alpha": SIZE_EXPONENT},
-                                        _ONE_FACTOR_NOTE.format("D = 300B, P = 4"))},
+    paper_params={
+        "sec4.2": PaperParams(
+            {"a": _unified_at_reference("N"), "alpha": SIZE_EXPONENT}, _ONE_FACTOR_NOTE.format("D = 300B, P = 4")
+        )
+    },
     description="QiD against model size for one token count and bit width.",
 )
 QID_BITS = Law(
@@ -129,8 +135,11 @@ QID_BITS = Law(
     target="delta",
     huber_delta=DEGRADATION_HUBER_DELTA,
     function=qid_bits,
-    paper_params={"sec4.3": PaperParams({"c": _unified_at_reference("P"), "gamma": BITS_EXPONENT},
-                                        _ONE_FACTOR_NOTE.format("N = 1B, D = 300B"))},
+    paper_params={
+        "sec4.3": PaperParams(
+            {"c": _unified_at_reference("P"), "gamma": BITS_EXPONENT}, _ONE_FACTOR_NOTE.format("N = 1B, D = 300B")
+        )
+    },
     description="QiD against bit width for one model size and token count.",
 )
 QID_FIXED_BITS = Law(
@@ -173,12 +182,21 @@ def table1(unified=None, per_bits=None) -> pd.DataFrame:
     for bits in (2, 3, 4):
         for model, N in MODELS.items():
             for delta in TABLE1_DELTAS:
-                def add(source, tokens, note=""):
-                    rows.append({"bits": bits, "model": model, "N": N, "delta": delta, "source": source,
-                                 "tokens_T": float(tokens), "note": note})
 
-                add("unified law", tokens_to_reach(unified, delta, N, bits) / 1e12,
-                    "" if bits == 2 else TABLE1_NOTE)
+                def add(source, tokens, note=""):
+                    rows.append(
+                        {
+                            "bits": bits,
+                            "model": model,
+                            "N": N,
+                            "delta": delta,
+                            "source": source,
+                            "tokens_T": float(tokens),
+                            "note": note,
+                        }
+                    )
+
+                add("unified law", tokens_to_reach(unified, delta, N, bits) / 1e12, "" if bits == 2 else TABLE1_NOTE)
                 if bits in per_bits:
                     add("per-bit-width law", tokens_to_reach(per_bits[bits], delta, N) / 1e12)
                 if (bits, delta) in TABLE1_PAPER:

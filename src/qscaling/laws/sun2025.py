@@ -99,9 +99,12 @@ EXPONENT = Law(
     inputs=("N", "D", "E"),
     target="loss",
     function=exponent_loss,
-    paper_params={"table2_M1_channel": PaperParams(
-        {**_BASE_TABLE2, "gamma_E": _folded(E=True), "delta": TABLE2["delta"]},
-        f"{_TABLE2_SOURCE} at M = 1, channel-wise scaling (derived)")},
+    paper_params={
+        "table2_M1_channel": PaperParams(
+            {**_BASE_TABLE2, "gamma_E": _folded(E=True), "delta": TABLE2["delta"]},
+            f"{_TABLE2_SOURCE} at M = 1, channel-wise scaling (derived)",
+        )
+    },
     description="Capybara restricted to an exponent-bits sweep.",
 )
 MANTISSA = Law(
@@ -111,9 +114,12 @@ MANTISSA = Law(
     inputs=("N", "D", "M"),
     target="loss",
     function=mantissa_loss,
-    paper_params={"table2_E1_channel": PaperParams(
-        {**_BASE_TABLE2, "gamma_M": _folded(M=True), "nu": TABLE2["nu"]},
-        f"{_TABLE2_SOURCE} at E = 1, channel-wise scaling (derived)")},
+    paper_params={
+        "table2_E1_channel": PaperParams(
+            {**_BASE_TABLE2, "gamma_M": _folded(M=True), "nu": TABLE2["nu"]},
+            f"{_TABLE2_SOURCE} at E = 1, channel-wise scaling (derived)",
+        )
+    },
     description="Capybara restricted to a mantissa-bits sweep.",
 )
 BLOCK = Law(
@@ -123,8 +129,9 @@ BLOCK = Law(
     inputs=("N", "D", "B"),
     target="loss",
     function=block_loss,
-    paper_params={"table2_E1M1": PaperParams(
-        {**_BASE_TABLE2, "gamma_B": _folded(B=True)}, f"{_TABLE2_SOURCE} in E1M1 (derived)")},
+    paper_params={
+        "table2_E1M1": PaperParams({**_BASE_TABLE2, "gamma_B": _folded(B=True)}, f"{_TABLE2_SOURCE} in E1M1 (derived)")
+    },
     description="Capybara restricted to a block-size sweep.",
 )
 

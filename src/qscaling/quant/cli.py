@@ -11,11 +11,11 @@ of every source file. Weight-only results load with plain transformers; W8A8 nee
 from pathlib import Path
 
 from qscaling.quant.ptq import (
+    CALIBRATED_METHODS,
     DEFAULT_CALIBRATION_LENGTH,
     DEFAULT_CALIBRATION_SEED,
     DEFAULT_CALIBRATION_SEQUENCES,
     DEFAULT_ROLES,
-    CALIBRATED_METHODS,
     METHODS,
     QUANTIZATION_KEY,
     quantize_model,

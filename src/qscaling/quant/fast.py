@@ -38,7 +38,13 @@ CXX_AVAILABLE = any(shutil.which(name) for name in (os.environ.get("CXX", "g++")
 
 def supports(x: torch.Tensor, spec: QuantSpec) -> bool:
     """Whether the fast path handles x: float32, contiguous, on CPU, whole groups (and a compiler exists)."""
-    if not CXX_AVAILABLE or x.device.type != "cpu" or x.dtype != torch.float32 or not x.is_contiguous() or x.numel() == 0:
+    if (
+        not CXX_AVAILABLE
+        or x.device.type != "cpu"
+        or x.dtype != torch.float32
+        or not x.is_contiguous()
+        or x.numel() == 0
+    ):
         return False
     return spec.granularity != "group" or x.shape[-1] % spec.group_size == 0
 
@@ -55,7 +61,7 @@ def _grouped_view(x: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
 def _uniform(groups: torch.Tensor, seed: int) -> torch.Tensor:
     """rounding.uniform_like for a contiguous [n, G] view: the row-major index is the flat index."""
     index = torch.arange(groups.numel(), dtype=torch.int64).view(groups.shape) & 0xFFFFFFFF
-    return ((mix32(index ^ seed_key(seed)) >> 8).to(torch.float32) * 2.0**-24)
+    return (mix32(index ^ seed_key(seed)) >> 8).to(torch.float32) * 2.0**-24
 
 
 def _round_signed(y: torch.Tensor, rounding: str, seed: int) -> torch.Tensor:

@@ -62,7 +62,7 @@ def gptq_quantize_weight(
     rows, columns = W.shape
     if hessian.shape != (columns, columns):
         raise ValueError(f"hessian: shape {tuple(hessian.shape)} does not match weight columns {columns}")
-    if not 0 < block_size:
+    if not block_size > 0:
         raise ValueError(f"block_size: got {block_size}, must be a positive column count")
     if spec.granularity not in ("tensor", "channel", "group"):
         raise ValueError(f"spec: GPTQ needs tensor, channel or group granularity, got '{spec}'")

@@ -27,8 +27,8 @@ import torch
 from torch import nn
 
 from qscaling.quant import choose_qparams, code_range, parse_spec, quantize
-from qscaling.quant.rounding import round_signed, uniform_like
 from qscaling.quant.roles import ROLES, linear_sites, model_layout
+from qscaling.quant.rounding import round_signed, uniform_like
 
 TENSOR_FIELDS = (
     "weights",

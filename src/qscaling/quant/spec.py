@@ -192,7 +192,9 @@ def parse_spec(text: str) -> QuantSpec:
     elif granularity in ("tensor", "channel", "token", "unscaled"):
         fields["granularity"] = granularity
     else:
-        named = "tensor, channel, token, b<N> or unscaled" if fields["kind"] == "fp" else "tensor, channel, token or g<N>"
+        named = (
+            "tensor, channel, token, b<N> or unscaled" if fields["kind"] == "fp" else "tensor, channel, token or g<N>"
+        )
         _fail(text, f"granularity must be {named}, got {granularity!r}")
     valid = {**tokens, **_COMMON_TOKENS}
     for token in rest[1:]:
@@ -204,4 +206,3 @@ def parse_spec(text: str) -> QuantSpec:
             _fail(text, f"option {field} given twice")
         fields[field] = value
     return QuantSpec(**fields)
-

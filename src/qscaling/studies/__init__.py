@@ -61,8 +61,10 @@ def plan_all(config: dict, data_id: str) -> tuple[Planner, dict[str, list[Evalua
 
 
 def learning_curve_runs(config: dict, planner: Planner) -> list[str]:
-    return [planner.trunk(size, upto=config["learning_curves"]["total_tokens"])
-            for size in config["learning_curves"]["sizes"]]
+    return [
+        planner.trunk(size, upto=config["learning_curves"]["total_tokens"])
+        for size in config["learning_curves"]["sizes"]
+    ]
 
 
 def collect_claims(root, config: dict):

@@ -129,13 +129,14 @@ def variants(config: dict) -> list[Variant]:
         out.append(_variant("seed", str(seed), "", size, base, False, seed))
     for size_label in study["sizes"]:
         out.append(_variant("recipe", "final", "", size_label, base, False))
-        out.append(_variant("outlier_prone", "outlier-prone", "", size_label, {**base, **study["outlier_prone"]},
-                            False))
+        out.append(
+            _variant("outlier_prone", "outlier-prone", "", size_label, {**base, **study["outlier_prone"]}, False)
+        )
     return out
 
 
 def precision_mode(config: dict) -> str:
-    """"emulate" or "autocast": `auto` autocasts only where training runs on a GPU."""
+    """ "emulate" or "autocast": `auto` autocasts only where training runs on a GPU."""
     from qscaling.device import resolve_device
 
     mode = config["studies"][STUDY]["precision_mode"]
@@ -164,8 +165,13 @@ def checkpoint_tokens(config: dict) -> list[int]:
 def _run_of(variant: Variant, config: dict, planner) -> str:
     milestones = checkpoint_tokens(config) if variant.tracked else [config["studies"][STUDY]["tokens"]]
     seed = {} if variant.seed is None else {"seed": variant.seed}
-    return planner.trunk(variant.size, upto=config["studies"][STUDY]["tokens"], milestones=milestones,
-                         **run_overrides(variant.recipe, precision_mode(config)), **seed)
+    return planner.trunk(
+        variant.size,
+        upto=config["studies"][STUDY]["tokens"],
+        milestones=milestones,
+        **run_overrides(variant.recipe, precision_mode(config)),
+        **seed,
+    )
 
 
 def plan(config: dict, planner) -> list[Evaluation]:
@@ -173,8 +179,10 @@ def plan(config: dict, planner) -> list[Evaluation]:
     study = config["studies"][STUDY]
     if study["source"] == "hub":
         hub = study["hub"]
-        return [Evaluation(STUDY, planner.hub(repo, label, {hub["tokens"]: hub["revision"]}), hub["tokens"])
-                for label, repo in hub["models"].items()]
+        return [
+            Evaluation(STUDY, planner.hub(repo, label, {hub["tokens"]: hub["revision"]}), hub["tokens"])
+            for label, repo in hub["models"].items()
+        ]
     evaluations = {}
     for variant in variants(config):
         run = _run_of(variant, config, planner)
@@ -189,16 +197,39 @@ def variant_labels(config: dict, data_id: str) -> pd.DataFrame:
 
     study = config["studies"][STUDY]
     if study["source"] == "hub":
-        return pd.DataFrame([{"run": f"hub-{label}", "factor": "released", "level": label, "group": "",
-                              "variant": f"released · {label}", "size": label, "tracked": False,
-                              "precision": "released", "emulated": False}
-                             for label in study["hub"]["models"]])
+        return pd.DataFrame(
+            [
+                {
+                    "run": f"hub-{label}",
+                    "factor": "released",
+                    "level": label,
+                    "group": "",
+                    "variant": f"released · {label}",
+                    "size": label,
+                    "tracked": False,
+                    "precision": "released",
+                    "emulated": False,
+                }
+                for label in study["hub"]["models"]
+            ]
+        )
     planner, mode = Planner(config, data_id), precision_mode(config)
-    return pd.DataFrame([{"run": _run_of(v, config, planner), "factor": v.factor, "level": v.level,
-                          "group": v.group, "variant": v.label, "size": v.size, "tracked": v.tracked,
-                          "precision": dict(v.recipe)["precision"],
-                          "emulated": dict(v.recipe)["precision"] != "fp32" and mode == "emulate"}
-                         for v in variants(config)])
+    return pd.DataFrame(
+        [
+            {
+                "run": _run_of(v, config, planner),
+                "factor": v.factor,
+                "level": v.level,
+                "group": v.group,
+                "variant": v.label,
+                "size": v.size,
+                "tracked": v.tracked,
+                "precision": dict(v.recipe)["precision"],
+                "emulated": dict(v.recipe)["precision"] != "fp32" and mode == "emulate",
+            }
+            for v in variants(config)
+        ]
+    )
 
 
 def final_tokens(config: dict) -> int:
@@ -223,9 +254,12 @@ def quantizations(config: dict) -> list[Quantization]:
 def build_table(rows: pd.DataFrame, config: dict) -> pd.DataFrame:
     """The scoring rows (already labelled by variant: a shared run appears under each), in a fixed order."""
     order = {factor: i for i, factor in enumerate((*FACTORS, "recipe", "seed", "outlier_prone", "released"))}
-    return (rows.assign(factor_order=rows["factor"].map(order))
-            .sort_values(["factor_order", "group", "level", "N", "D", "method"])
-            .drop(columns="factor_order").reset_index(drop=True))
+    return (
+        rows.assign(factor_order=rows["factor"].map(order))
+        .sort_values(["factor_order", "group", "level", "N", "D", "method"])
+        .drop(columns="factor_order")
+        .reset_index(drop=True)
+    )
 
 
 def fit_names(config: dict) -> list[str]:
@@ -238,6 +272,7 @@ def fit_laws(table: pd.DataFrame, config: dict, **options) -> dict:
 
 
 # ----------------------------------------------------------------------------------------------- claims
+
 
 def ablation_rows(table: pd.DataFrame, method: str = "w8a8") -> pd.DataFrame:
     """Final-checkpoint rows of the one-factor ablations (all at the study's `size`) under `method`."""
@@ -272,8 +307,11 @@ class SeedNoise:
 
 def seed_noise(table: pd.DataFrame, config: dict) -> SeedNoise:
     size = config["studies"][STUDY]["size"]
-    rows = table[table["final"] & (table["method"] == "w8a8")
-                 & ((table["factor"] == "seed") | ((table["factor"] == "recipe") & (table["size"] == size)))]
+    rows = table[
+        table["final"]
+        & (table["method"] == "w8a8")
+        & ((table["factor"] == "seed") | ((table["factor"] == "recipe") & (table["size"] == size)))
+    ]
     deltas = rows.drop_duplicates("run")["delta"].to_numpy(float)
     return SeedNoise(float(np.std(deltas, ddof=1)) if len(deltas) >= 2 else 0.0, len(deltas))
 
@@ -283,16 +321,14 @@ def _ci(low: float, high: float, noise: SeedNoise) -> str:
 
 
 def _percent_changes(rows: pd.DataFrame) -> str:
-    return ", ".join(f"{r.level}{' ' + r.group if r.group else ''}: {r.pct_change:+.2f} %"
-                     for r in rows.itertuples())
+    return ", ".join(f"{r.level}{' ' + r.group if r.group else ''}: {r.pct_change:+.2f} %" for r in rows.itertuples())
 
 
 def _missing(text: str, what: str) -> dict:
     return claim(STUDY, text, statistic=f"not measured ({what})", ci="", verdict="inconclusive")
 
 
-def _trend_claim(rows: pd.DataFrame, factor: str, text: str, *, log_x: bool, expect: str,
-                 noise: SeedNoise) -> dict:
+def _trend_claim(rows: pd.DataFrame, factor: str, text: str, *, log_x: bool, expect: str, noise: SeedNoise) -> dict:
     """Weighted slope of W8A8 δ over a factor's levels (one run each): each point's error is its evaluation
     noise and the seed-to-seed spread together."""
     subset = rows[rows["factor"] == factor]
@@ -303,28 +339,42 @@ def _trend_claim(rows: pd.DataFrame, factor: str, text: str, *, log_x: bool, exp
     slope, se = weighted_slope(np.log10(x) if log_x else x, subset["delta"], point_se)
     low, high = _interval(slope, se)
     per = "log10 " if log_x else ""
-    return claim(STUDY, text, statistic=f"slope of W8A8 loss δ on {per}{factor} = {slope:.2e} nats; accuracy "
-                 f"change {_percent_changes(subset)}", ci=_ci(low, high, noise),
-                 verdict=verdict_from_interval(low, high, expect))
+    return claim(
+        STUDY,
+        text,
+        statistic=f"slope of W8A8 loss δ on {per}{factor} = {slope:.2e} nats; accuracy "
+        f"change {_percent_changes(subset)}",
+        ci=_ci(low, high, noise),
+        verdict=verdict_from_interval(low, high, expect),
+    )
 
 
-def _difference_claim(rows: pd.DataFrame, factor: str, worse: str, better: str, text: str,
-                      noise: SeedNoise) -> dict:
+def _difference_claim(rows: pd.DataFrame, factor: str, worse: str, better: str, text: str, noise: SeedNoise) -> dict:
     """Mean over groups of δ(worse) − δ(better); positive when `better` degrades less. Each difference is
     between two runs: it carries both runs' evaluation noise and twice the seed-to-seed variance."""
     subset = rows[rows["factor"] == factor].set_index(["group", "level"])
-    groups = [g for g in subset.index.get_level_values("group").unique()
-              if (g, worse) in subset.index and (g, better) in subset.index]
+    groups = [
+        g
+        for g in subset.index.get_level_values("group").unique()
+        if (g, worse) in subset.index and (g, better) in subset.index
+    ]
     if not groups:
         return _missing(text, f"needs {factor} levels {worse} and {better}")
     differences = [subset.loc[(g, worse), "delta"] - subset.loc[(g, better), "delta"] for g in groups]
-    variances = [subset.loc[(g, worse), "delta_se"] ** 2 + subset.loc[(g, better), "delta_se"] ** 2
-                 + 2 * noise.sd**2 for g in groups]
+    variances = [
+        subset.loc[(g, worse), "delta_se"] ** 2 + subset.loc[(g, better), "delta_se"] ** 2 + 2 * noise.sd**2
+        for g in groups
+    ]
     estimate, se = float(np.mean(differences)), math.sqrt(sum(variances)) / len(groups)
     low, high = _interval(estimate, se)
-    return claim(STUDY, text, statistic=f"W8A8 loss δ({worse}) − δ({better}) = {estimate:.2e} nats; accuracy "
-                 f"change {_percent_changes(subset.reset_index())}", ci=_ci(low, high, noise),
-                 verdict=verdict_from_interval(low, high, "positive"))
+    return claim(
+        STUDY,
+        text,
+        statistic=f"W8A8 loss δ({worse}) − δ({better}) = {estimate:.2e} nats; accuracy "
+        f"change {_percent_changes(subset.reset_index())}",
+        ci=_ci(low, high, noise),
+        verdict=verdict_from_interval(low, high, "positive"),
+    )
 
 
 def spearman(x, y) -> float:
@@ -338,25 +388,36 @@ def _rank_claim(runs: pd.DataFrame, proxy: str, text: str, *, bootstrap: int = 1
         return _missing(text, f"{len(runs)} runs")
     estimate = spearman(runs[proxy], runs["delta"])
     rng = np.random.default_rng(seed)
-    draws = [spearman(*runs.iloc[rng.integers(0, len(runs), len(runs))][[proxy, "delta"]].to_numpy().T)
-             for _ in range(bootstrap)]
+    draws = [
+        spearman(*runs.iloc[rng.integers(0, len(runs), len(runs))][[proxy, "delta"]].to_numpy().T)
+        for _ in range(bootstrap)
+    ]
     low, high = np.nanpercentile(draws, [2.5, 97.5])
-    return claim(STUDY, text, statistic=f"Spearman ρ({proxy}, W8A8 loss δ) = {estimate:.2f} over {len(runs)} runs",
-                 ci=f"[{low:.2f}, {high:.2f}]", verdict=verdict_from_interval(low, high, "positive"))
+    return claim(
+        STUDY,
+        text,
+        statistic=f"Spearman ρ({proxy}, W8A8 loss δ) = {estimate:.2f} over {len(runs)} runs",
+        ci=f"[{low:.2f}, {high:.2f}]",
+        verdict=verdict_from_interval(low, high, "positive"),
+    )
 
 
 def _outlier_rule_claim(table: pd.DataFrame, runs: pd.DataFrame) -> dict:
-    text = ("LLM.int8's 6.0 rule finds no outlier dimensions in the well-trained recipe and does not separate "
-            "sensitive from robust variants (Table 5)")
+    text = (
+        "LLM.int8's 6.0 rule finds no outlier dimensions in the well-trained recipe and does not separate "
+        "sensitive from robust variants (Table 5)"
+    )
     recipe = table[(table["factor"] == "recipe") & table["final"] & (table["method"] == "none")]
     if recipe.empty or len(runs) < 4:
         return _missing(text, "no recipe runs or fewer than four ablation runs")
     in_recipe = int(recipe["outliers_llm_int8"].max())
     rho = spearman(runs["outliers_llm_int8"], runs["delta"])
     separates = not math.isnan(rho) and abs(rho) >= 0.5
-    statistic = (f"max outlier dims in the recipe runs = {in_recipe}; over {len(runs)} ablation runs counts "
-                 f"{int(runs['outliers_llm_int8'].min())}–{int(runs['outliers_llm_int8'].max())}, Spearman ρ with "
-                 f"W8A8 loss δ = {rho:.2f}" + (" (constant counts)" if math.isnan(rho) else ""))
+    statistic = (
+        f"max outlier dims in the recipe runs = {in_recipe}; over {len(runs)} ablation runs counts "
+        f"{int(runs['outliers_llm_int8'].min())}–{int(runs['outliers_llm_int8'].max())}, Spearman ρ with "
+        f"W8A8 loss δ = {rho:.2f}" + (" (constant counts)" if math.isnan(rho) else "")
+    )
     verdict = "reproduced" if in_recipe == 0 and not separates else "not reproduced"
     return claim(STUDY, text, statistic=statistic, ci="|ρ| < 0.5 read as no separation", verdict=verdict)
 
@@ -368,14 +429,33 @@ def claims(table: pd.DataFrame, fits: dict, config: dict) -> list[dict]:
     runs = rows.drop_duplicates("run")
     noise = seed_noise(table, config)
     return [
-        _trend_claim(rows, "weight_decay", "More weight decay → less W8A8 degradation (Fig. 2)", log_x=True,
-                     expect="negative", noise=noise),
-        _trend_claim(rows, "dropout", "More dropout → more W8A8 degradation (Fig. 2)", log_x=False,
-                     expect="positive", noise=noise),
-        _difference_claim(rows, "grad_clip", "none", "1", "Gradient clipping reduces W8A8 degradation at low "
-                          "weight decay (Fig. 2)", noise),
-        _difference_claim(rows, "precision", "fp16", "bf16", "bf16 training degrades less under W8A8 than fp16 "
-                          "(Fig. 3)", noise),
+        _trend_claim(
+            rows,
+            "weight_decay",
+            "More weight decay → less W8A8 degradation (Fig. 2)",
+            log_x=True,
+            expect="negative",
+            noise=noise,
+        ),
+        _trend_claim(
+            rows,
+            "dropout",
+            "More dropout → more W8A8 degradation (Fig. 2)",
+            log_x=False,
+            expect="positive",
+            noise=noise,
+        ),
+        _difference_claim(
+            rows,
+            "grad_clip",
+            "none",
+            "1",
+            "Gradient clipping reduces W8A8 degradation at low weight decay (Fig. 2)",
+            noise,
+        ),
+        _difference_claim(
+            rows, "precision", "fp16", "bf16", "bf16 training degrades less under W8A8 than fp16 (Fig. 3)", noise
+        ),
         _w4_claim(table[table["final"] & table["factor"].isin(FACTORS)]),
         _outlier_rule_claim(table, runs),
         _rank_claim(runs, "gain_std", "The spread of the norm gains tracks W8A8 sensitivity (Fig. 5)"),
@@ -385,8 +465,9 @@ def claims(table: pd.DataFrame, fits: dict, config: dict) -> list[dict]:
 
 def _w4_claim(final: pd.DataFrame) -> dict:
     text = "W4 weight-only RTN costs far more than W8A8 (Table 4)"
-    per_run = final.drop_duplicates(["run", "method"]).pivot_table(index="run", columns="method",
-                                                                   values=["delta", "delta_se"])
+    per_run = final.drop_duplicates(["run", "method"]).pivot_table(
+        index="run", columns="method", values=["delta", "delta_se"]
+    )
     if per_run.empty or "rtn" not in per_run["delta"] or "w8a8" not in per_run["delta"]:
         return _missing(text, "no W4 and W8A8 rows")
     differences = per_run["delta"]["rtn"] - per_run["delta"]["w8a8"]
@@ -397,12 +478,17 @@ def _w4_claim(final: pd.DataFrame) -> dict:
     # A ratio to a W8A8 loss inside its own noise would be a ratio to noise (and flip with the CPU it ran on).
     degrades = (means > 2 * mean_se).all()
     ratio = f" (W4/W8A8 = {means['rtn'] / means['w8a8']:.1f}×)" if degrades else " (W8A8 δ within its noise: no ratio)"
-    return claim(STUDY, text, statistic=f"mean loss δ W4 − W8A8 = {differences.mean():.2e} nats over {len(per_run)} "
-                 f"runs{ratio}", ci=f"[{low:.2e}, {high:.2e}] (paired evaluation noise: both on each checkpoint)",
-                 verdict=verdict_from_interval(low, high, "positive"))
+    return claim(
+        STUDY,
+        text,
+        statistic=f"mean loss δ W4 − W8A8 = {differences.mean():.2e} nats over {len(per_run)} runs{ratio}",
+        ci=f"[{low:.2e}, {high:.2e}] (paired evaluation noise: both on each checkpoint)",
+        verdict=verdict_from_interval(low, high, "positive"),
+    )
 
 
 # ------------------------------------------------------------------------------------- scoring one checkpoint
+
 
 def task_changes(base: dict, quantized: dict) -> dict:
     """Accuracy change after quantization, paired per item: mean over tasks of the absolute change (points) and
@@ -417,17 +503,21 @@ def task_changes(base: dict, quantized: dict) -> dict:
         accuracy = result["correct"].mean()
         if accuracy > 0:
             relative.append(difference.mean() / accuracy)
-            variances.append((difference.std(ddof=1) / math.sqrt(len(difference)) / accuracy) ** 2
-                             if len(difference) > 1 else float("nan"))
+            variances.append(
+                (difference.std(ddof=1) / math.sqrt(len(difference)) / accuracy) ** 2
+                if len(difference) > 1
+                else float("nan")
+            )
     if not relative:
-        return {"acc_change": 100 * float(np.mean(absolute)), "pct_change": float("nan"),
-                "pct_change_se": float("nan")}
-    return {"acc_change": 100 * float(np.mean(absolute)), "pct_change": 100 * float(np.mean(relative)),
-            "pct_change_se": 100 * math.sqrt(sum(variances)) / len(relative)}
+        return {"acc_change": 100 * float(np.mean(absolute)), "pct_change": float("nan"), "pct_change_se": float("nan")}
+    return {
+        "acc_change": 100 * float(np.mean(absolute)),
+        "pct_change": 100 * float(np.mean(relative)),
+        "pct_change_se": 100 * math.sqrt(sum(variances)) / len(relative),
+    }
 
 
-TOKENIZER_PATTERNS = ["tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
-                      "merges.txt"]
+TOKENIZER_PATTERNS = ["tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt"]
 
 
 def task_tokenizer(tokenizer_file, held_out: np.ndarray, source: dict | None, *, keep_tokens: int | None = None):
@@ -460,9 +550,20 @@ def task_tokenizer(tokenizer_file, held_out: np.ndarray, source: dict | None, *,
     return tokenizer, np.asarray(tokenizer(text, add_special_tokens=False)["input_ids"], dtype=np.int64)
 
 
-def score_checkpoint(checkpoint, quantizations, held_out: np.ndarray, *, tokenizer, tasks, task_dir=None,
-                     eval_tokens: int, proxy_windows: int, batch_size: int = 16, task_batch_size: int = 32,
-                     device: str = "cpu") -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def score_checkpoint(
+    checkpoint,
+    quantizations,
+    held_out: np.ndarray,
+    *,
+    tokenizer,
+    tasks,
+    task_dir=None,
+    eval_tokens: int,
+    proxy_windows: int,
+    batch_size: int = 16,
+    task_batch_size: int = 32,
+    device: str = "cpu",
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(rows, per-block proxies, one block's weights and gains) for one checkpoint.
 
     Rows: the unquantized model and each quantization, with held-out loss (δ paired per window), task accuracy
@@ -485,20 +586,25 @@ def score_checkpoint(checkpoint, quantizations, held_out: np.ndarray, *, tokeniz
     seq_len = model.config.max_position_embeddings
     windows_available = len(held_out) // (seq_len + 1)
     if windows_available < proxy_windows:
-        raise ValueError(f"proxy_windows: {proxy_windows} windows of {seq_len + 1} tokens requested, the held-out "
-                         f"set has {windows_available}")
+        raise ValueError(
+            f"proxy_windows: {proxy_windows} windows of {seq_len + 1} tokens requested, the held-out "
+            f"set has {windows_available}"
+        )
     windows = torch.from_numpy(np.asarray(held_out[: proxy_windows * (seq_len + 1)]).astype(np.int64))
     inputs = qkv_inputs(model, windows.view(proxy_windows, seq_len + 1)[:, :-1])
     proxies = block_proxies(model, inputs)
-    summary = {**{name: float(proxies[name].mean()) for name in ("rmse", "act_std", "gain_std", "spectral_norm")},
-               **{f"outliers_{rule}": count for rule, count in outlier_counts(inputs).items()}}
+    summary = {
+        **{name: float(proxies[name].mean()) for name in ("rmse", "act_std", "gain_std", "spectral_norm")},
+        **{f"outliers_{rule}": count for rule, count in outlier_counts(inputs).items()},
+    }
     values = block_values(model, len(inputs) // 2)
     base_row = {**checkpoint_columns(model, metadata), **summary}
 
     def score(candidate):
         loss = evaluate_loss(candidate, held_out, seq_len=seq_len, batch_size=batch_size, max_tokens=eval_tokens)
-        accuracy = run_tasks(candidate, tokenizer, tasks=tasks, include_path=task_dir, batch_size=task_batch_size,
-                             max_length=seq_len)
+        accuracy = run_tasks(
+            candidate, tokenizer, tasks=tasks, include_path=task_dir, batch_size=task_batch_size, max_length=seq_len
+        )
         return loss, accuracy
 
     base_loss, base_accuracy = score(model)
@@ -511,14 +617,18 @@ def score_checkpoint(checkpoint, quantizations, held_out: np.ndarray, *, tokeniz
             quantize_model(quantized, quantization.method, quantization.spec)
             loss, accuracy = score(quantized)
             del quantized
-        rows.append({
-            **base_row, "method": quantization.method, "spec": quantization.spec,
-            "bits": 16 if quantization.method == "none" else spec_bits(quantization.spec),
-            **paired_loss(loss, base_loss),
-            **{f"acc_{task.removeprefix('qscaling_')}": result["acc"] for task, result in accuracy.items()},
-            "mean_acc": float(np.mean([result["acc"] for result in accuracy.values()])),
-            "base_mean_acc": float(np.mean([result["acc"] for result in base_accuracy.values()])),
-            **task_changes(base_accuracy, accuracy),
-        })
+        rows.append(
+            {
+                **base_row,
+                "method": quantization.method,
+                "spec": quantization.spec,
+                "bits": 16 if quantization.method == "none" else spec_bits(quantization.spec),
+                **paired_loss(loss, base_loss),
+                **{f"acc_{task.removeprefix('qscaling_')}": result["acc"] for task, result in accuracy.items()},
+                "mean_acc": float(np.mean([result["acc"] for result in accuracy.values()])),
+                "base_mean_acc": float(np.mean([result["acc"] for result in base_accuracy.values()])),
+                **task_changes(base_accuracy, accuracy),
+            }
+        )
     identity = {"run": base_row["run"], "milestone": base_row["milestone"]}
     return pd.DataFrame(rows), proxies.assign(**identity), values.assign(**identity)

@@ -36,20 +36,38 @@ def pooled_slope(frame: pd.DataFrame, x: str, y: str, by, *, log_x: bool = True,
     return float((x_all @ y_all) / (x_all @ x_all)) if x_all @ x_all > 0 else float("nan")
 
 
-def slope_claim(study: str, text: str, frame: pd.DataFrame, *, x: str, y: str, by, expect: str,
-                log_x: bool = True, bootstrap: int = 1000, seed: int = 0) -> dict:
+def slope_claim(
+    study: str,
+    text: str,
+    frame: pd.DataFrame,
+    *,
+    x: str,
+    y: str,
+    by,
+    expect: str,
+    log_x: bool = True,
+    bootstrap: int = 1000,
+    seed: int = 0,
+) -> dict:
     """The pooled within-group log-log slope of y on x, with a percentile bootstrap CI over rows."""
     frame = frame[frame[y] > 0]
     if len(frame) < 3:
         return claim(study, text, statistic=f"too few positive points ({len(frame)})", ci="", verdict="inconclusive")
     estimate = pooled_slope(frame, x, y, by, log_x=log_x)
     rng = np.random.default_rng(seed)
-    draws = [pooled_slope(frame.iloc[rng.integers(0, len(frame), len(frame))], x, y, by, log_x=log_x)
-             for _ in range(bootstrap)]
+    draws = [
+        pooled_slope(frame.iloc[rng.integers(0, len(frame), len(frame))], x, y, by, log_x=log_x)
+        for _ in range(bootstrap)
+    ]
     low, high = np.nanpercentile(draws, [2.5, 97.5])
     kind = "log-log" if log_x else "log-linear"
-    return claim(study, text, statistic=f"{kind} slope of {y} on {x} = {estimate:.3f} ({len(frame)} points)",
-                 ci=f"[{low:.3f}, {high:.3f}]", verdict=verdict_from_interval(low, high, expect))
+    return claim(
+        study,
+        text,
+        statistic=f"{kind} slope of {y} on {x} = {estimate:.3f} ({len(frame)} points)",
+        ci=f"[{low:.3f}, {high:.3f}]",
+        verdict=verdict_from_interval(low, high, expect),
+    )
 
 
 def positive_parameter_claim(study: str, text: str, fit, name: str) -> dict:

@@ -17,8 +17,9 @@ STUDY = "kumar2024"
 
 
 def non_embedding_params(config: dict, size: str) -> int:
-    return ModelShape(**config["ladder"][size], vocab_size=config["corpus"]["vocab_size"],
-                      seq_len=config["training"]["seq_len"]).non_embedding_params
+    return ModelShape(
+        **config["ladder"][size], vocab_size=config["corpus"]["vocab_size"], seq_len=config["training"]["seq_len"]
+    ).non_embedding_params
 
 
 def check_config(config: dict) -> None:
@@ -50,8 +51,11 @@ def plan(config: dict, planner) -> list[Evaluation]:
 
 def quantizations(config: dict) -> list[Quantization]:
     study = config["studies"][STUDY]
-    return [Quantization(method, study["weight_format"].format(bits=bits))
-            for method in study["methods"] for bits in study["bits"]]
+    return [
+        Quantization(method, study["weight_format"].format(bits=bits))
+        for method in study["methods"]
+        for bits in study["bits"]
+    ]
 
 
 def build_table(rows: pd.DataFrame, config: dict) -> pd.DataFrame:
@@ -76,8 +80,15 @@ def fit_names(config: dict) -> list[str]:
 
 def fit_laws(table: pd.DataFrame, config: dict, *, bootstrap: int = 200) -> dict:
     return {
-        f"ptq_{method}": try_fit("kumar2024.ptq", fit_rows(table, method), target="delta", bootstrap=bootstrap,
-                                 group_col="N", run_col="run", seed=0)
+        f"ptq_{method}": try_fit(
+            "kumar2024.ptq",
+            fit_rows(table, method),
+            target="delta",
+            bootstrap=bootstrap,
+            group_col="N",
+            run_col="run",
+            seed=0,
+        )
         for method in config["studies"][STUDY]["methods"]
     }
 
@@ -89,8 +100,15 @@ def critical_tokens(table: pd.DataFrame, method: str = "gptq") -> pd.DataFrame:
     for (n, bits), group in rows.groupby(["N", "bits"]):
         group = group.sort_values("D")
         best = group.loc[group["loss"].idxmin()]
-        records.append({"N": n, "bits": bits, "D_best": best["D"], "loss_best": best["loss"],
-                        "turns_up": bool(best["D"] < group["D"].max())})
+        records.append(
+            {
+                "N": n,
+                "bits": bits,
+                "D_best": best["D"],
+                "loss_best": best["loss"],
+                "turns_up": bool(best["D"] < group["D"].max()),
+            }
+        )
     return pd.DataFrame(records)
 
 
@@ -98,31 +116,71 @@ def claims(table: pd.DataFrame, fits: dict, config: dict) -> list[dict]:
     gptq = table[(table["method"] == "gptq") & table["main"] & (table["split"] == "val")]
     low_bits = gptq[gptq["bits"] == gptq["bits"].min()]
     out = [
-        slope_claim(STUDY, "δ_PTQ grows with training data D at fixed N (Fig. 2, bottom)",
-                    low_bits, x="D", y="delta", by="N", expect="positive"),
-        slope_claim(STUDY, "δ_PTQ falls roughly exponentially with post-training bits (Eq. 2)",
-                    gptq[gptq["delta"] > 0], x="bits", y="delta", by=["N", "D"], expect="negative", log_x=False),
+        slope_claim(
+            STUDY,
+            "δ_PTQ grows with training data D at fixed N (Fig. 2, bottom)",
+            low_bits,
+            x="D",
+            y="delta",
+            by="N",
+            expect="positive",
+        ),
+        slope_claim(
+            STUDY,
+            "δ_PTQ falls roughly exponentially with post-training bits (Eq. 2)",
+            gptq[gptq["delta"] > 0],
+            x="bits",
+            y="delta",
+            by=["N", "D"],
+            expect="negative",
+            log_x=False,
+        ),
     ]
     matched = low_bits.assign(ratio=(low_bits["D"] / low_bits["N"]).round(-1))
-    out.append(slope_claim(STUDY, "δ_PTQ shrinks with N at a fixed tokens-per-parameter ratio (Fig. 2)",
-                           matched, x="N", y="delta", by="ratio", expect="negative"))
+    out.append(
+        slope_claim(
+            STUDY,
+            "δ_PTQ shrinks with N at a fixed tokens-per-parameter ratio (Fig. 2)",
+            matched,
+            x="N",
+            y="delta",
+            by="ratio",
+            expect="negative",
+        )
+    )
     turns = critical_tokens(table)
     lowest = turns[turns["bits"] == turns["bits"].min()]
-    out.append(claim(STUDY, "At low bits, post-PTQ loss stops improving and worsens with more data "
-                     "(a critical data size exists; Fig. 1 left, Eq. 4)",
-                     statistic=f"{int(lowest['turns_up'].sum())} of {len(lowest)} sizes turn up at INT{int(lowest['bits'].min())}",
-                     ci="", verdict="reproduced" if lowest["turns_up"].all() else
-                     ("inconclusive" if lowest["turns_up"].any() else "not reproduced")))
+    out.append(
+        claim(
+            STUDY,
+            "At low bits, post-PTQ loss stops improving and worsens with more data "
+            "(a critical data size exists; Fig. 1 left, Eq. 4)",
+            statistic=f"{int(lowest['turns_up'].sum())} of {len(lowest)} sizes turn up at INT{int(lowest['bits'].min())}",
+            ci="",
+            verdict="reproduced"
+            if lowest["turns_up"].all()
+            else ("inconclusive" if lowest["turns_up"].any() else "not reproduced"),
+        )
+    )
     per_method = table[table["main"] & (table["split"] == "val") & (table["method"] != "none")]
     mean_delta = per_method[per_method["bits"] <= 4].groupby("method")["delta"].mean()
     if {"gptq", "awq", "rtn"} <= set(mean_delta.index):
         ordered = mean_delta["gptq"] < min(mean_delta["awq"], mean_delta["rtn"])
-        out.append(claim(STUDY, "GPTQ degrades less than AWQ and RTN (Figs. 2, 10, 11)",
-                         statistic=", ".join(f"mean δ {m} {mean_delta[m]:.4f}" for m in ("gptq", "awq", "rtn")),
-                         ci="INT3–4, all (N, D)", verdict="reproduced" if ordered else "not reproduced"))
+        out.append(
+            claim(
+                STUDY,
+                "GPTQ degrades less than AWQ and RTN (Figs. 2, 10, 11)",
+                statistic=", ".join(f"mean δ {m} {mean_delta[m]:.4f}" for m in ("gptq", "awq", "rtn")),
+                ci="INT3–4, all (N, D)",
+                verdict="reproduced" if ordered else "not reproduced",
+            )
+        )
     fitted = fits.get("ptq_gptq")
     if fitted is not None:
         for name, paper in (("gamma_D", 0.5068), ("gamma_N", 0.3439)):
-            out.append(positive_parameter_claim(STUDY, f"Fitted {name} of δ_PTQ has the paper's sign (paper {paper})",
-                                                fitted, name))
+            out.append(
+                positive_parameter_claim(
+                    STUDY, f"Fitted {name} of δ_PTQ has the paper's sign (paper {paper})", fitted, name
+                )
+            )
     return out

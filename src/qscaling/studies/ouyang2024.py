@@ -43,11 +43,17 @@ def plan(config: dict, planner) -> list[Evaluation]:
     if study["source"] == "hub":
         hub = study["hub"]
         revisions = {step * hub["tokens_per_step"]: f"step{step}" for step in hub["steps"]}
-        return [Evaluation(STUDY, planner.hub(repo, size, revisions), tokens)
-                for size, repo in hub["models"].items() for tokens in sorted(revisions)]
+        return [
+            Evaluation(STUDY, planner.hub(repo, size, revisions), tokens)
+            for size, repo in hub["models"].items()
+            for tokens in sorted(revisions)
+        ]
     tokens = checkpoints(config)
-    return [Evaluation(STUDY, planner.trunk(size, upto=study["last_checkpoint"], milestones=tokens), milestone)
-            for size in study["sizes"] for milestone in tokens]
+    return [
+        Evaluation(STUDY, planner.trunk(size, upto=study["last_checkpoint"], milestones=tokens), milestone)
+        for size in study["sizes"]
+        for milestone in tokens
+    ]
 
 
 def compared(config: dict) -> list[Quantization]:
@@ -81,15 +87,29 @@ def fit_names(config: dict) -> list[str]:
 def fit_laws(table: pd.DataFrame, config: dict, *, bootstrap: int = 200) -> dict:
     base = table[(table["method"] == "none") & (table["split"] == "val")]
     fits = {
-        "qid": try_fit("ouyang2024.qid", gptq_rows(table), target="delta", bootstrap=bootstrap, group_col="N",
-                       run_col="run", seed=0),
+        "qid": try_fit(
+            "ouyang2024.qid",
+            gptq_rows(table),
+            target="delta",
+            bootstrap=bootstrap,
+            group_col="N",
+            run_col="run",
+            seed=0,
+        ),
         "kaplan": try_fit("kaplan", base, target="loss", bootstrap=bootstrap, group_col="N", seed=0),
     }
     for quantization, name in zip(compared(config), fit_names(config)[2:]):
-        rows = table[(table["method"] == quantization.method) & (table["spec"] == quantization.spec)
-                     & (table["split"] == "val")]
-        fits[name] = try_fit("ouyang2024.qid_fixed_bits", rows[rows["delta"] > 2 * rows["delta_se"]],
-                             target="delta", bootstrap=bootstrap, group_col="N", seed=0)
+        rows = table[
+            (table["method"] == quantization.method) & (table["spec"] == quantization.spec) & (table["split"] == "val")
+        ]
+        fits[name] = try_fit(
+            "ouyang2024.qid_fixed_bits",
+            rows[rows["delta"] > 2 * rows["delta_se"]],
+            target="delta",
+            bootstrap=bootstrap,
+            group_col="N",
+            seed=0,
+        )
     return fits
 
 
@@ -104,8 +124,17 @@ def one_factor_fits(table: pd.DataFrame) -> pd.DataFrame:
                 continue
             result = fit(law, group, target="delta", bootstrap=100, group_col=None, seed=0)
             standard_errors = {f"{name}_se": value for name, value in result.standard_errors.items()}
-            records.append({"law": law_name, "factor": factor, **dict(zip(fixed, key)), **result.params,
-                            **standard_errors, "r2": result.r2, "points": len(group)})
+            records.append(
+                {
+                    "law": law_name,
+                    "factor": factor,
+                    **dict(zip(fixed, key)),
+                    **result.params,
+                    **standard_errors,
+                    "r2": result.r2,
+                    "points": len(group),
+                }
+            )
     return pd.DataFrame(records)
 
 
@@ -123,9 +152,16 @@ def weight_changes(checkpoint_paths: list) -> pd.DataFrame:
             for name, tensor in weights.items():
                 if tensor.dim() == 2 and "embed" not in name:
                     change = torch.linalg.norm(tensor - previous[0][name]) / torch.linalg.norm(previous[0][name])
-                    records.append({"run": metadata["run_id"], "size": metadata["spec"]["size"],
-                                    "D_from": previous[1], "D_to": metadata["tokens_seen"], "matrix": name,
-                                    "relative_change": float(change)})
+                    records.append(
+                        {
+                            "run": metadata["run_id"],
+                            "size": metadata["spec"]["size"],
+                            "D_from": previous[1],
+                            "D_to": metadata["tokens_seen"],
+                            "matrix": name,
+                            "relative_change": float(change),
+                        }
+                    )
         previous = (weights, metadata["tokens_seen"])
     return pd.DataFrame(records)
 
@@ -137,19 +173,43 @@ def claims(table: pd.DataFrame, fits: dict, config: dict) -> list[dict]:
         for name, paper in (("beta", 0.5251), ("alpha", 0.2261), ("gamma", 5.4967)):
             out.append(positive_parameter_claim(STUDY, f"Unified QiD law: {name} > 0 (paper {paper})", qid, name))
     rows = gptq_rows(table)
-    out.append(slope_claim(STUDY, "QiD grows with training tokens at fixed size and bits (Fig. 3)",
-                           rows, x="D", y="delta", by=["N", "bits"], expect="positive"))
+    out.append(
+        slope_claim(
+            STUDY,
+            "QiD grows with training tokens at fixed size and bits (Fig. 3)",
+            rows,
+            x="D",
+            y="delta",
+            by=["N", "bits"],
+            expect="positive",
+        )
+    )
     ood = gptq_rows(table, "ood")
     if len(ood):
-        out.append(slope_claim(STUDY, "QiD grows with training tokens on an out-of-domain set too (Fig. 8)",
-                               ood, x="D", y="delta", by=["N", "bits"], expect="positive"))
+        out.append(
+            slope_claim(
+                STUDY,
+                "QiD grows with training tokens on an out-of-domain set too (Fig. 8)",
+                ood,
+                x="D",
+                y="delta",
+                by=["N", "bits"],
+                expect="positive",
+            )
+        )
     return out
 
 
 def weight_change_claim(changes: pd.DataFrame) -> dict:
     """Fig. 12's premise: checkpoints change less per token late in training than early."""
     per_token = changes.assign(rate=changes["relative_change"] / (changes["D_to"] - changes["D_from"]))
-    slope = slope_claim(STUDY, "Weights change less per training token late in training (Fig. 12 premise)",
-                        per_token.assign(D_mid=np.sqrt(per_token["D_from"] * per_token["D_to"])),
-                        x="D_mid", y="rate", by=["run", "matrix"], expect="negative")
+    slope = slope_claim(
+        STUDY,
+        "Weights change less per training token late in training (Fig. 12 premise)",
+        per_token.assign(D_mid=np.sqrt(per_token["D_from"] * per_token["D_to"])),
+        x="D_mid",
+        y="rate",
+        by=["run", "matrix"],
+        expect="negative",
+    )
     return slope
