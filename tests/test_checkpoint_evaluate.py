@@ -1,5 +1,7 @@
 """Model size accounting, checkpoint integrity, and the evaluation loss against transformers' own loss."""
 
+import json
+
 import pytest
 import torch
 
@@ -83,3 +85,41 @@ def test_evaluate_checkpoint_row(saved_checkpoint, token_files):
     row = evaluate_checkpoint(path, load_tokens(token_files["val"]), split="val", max_tokens=2000)
     assert row["run"] == "Ntest-0" and row["D"] == 123 and row["N"] == 16 * 16 * 4 + 3 * 16 * 48 + 2 * 16 + 16
     assert row["eval_tokens"] == (2000 // 33) * 32
+
+
+def _qat_checkpoint(tmp_path, precision):
+    from qscaling.quant.qat import apply_training_precision
+
+    model = build_model(ModelShape(16, 1, 2, 48, vocab_size=64, seq_len=32), seed=0)
+    apply_training_precision(model, precision)
+    metadata = {"run_id": "Ntest-qat", "tokens_seen": 123, "spec": {"size": "Ntest", "training_precision": precision}}
+    return save_checkpoint(model, tmp_path / "qat", metadata)
+
+
+def test_qat_checkpoint_loads_as_trained_or_on_its_latent_weights(tmp_path):
+    from qscaling.quant.qat import QuantizedTrainingLinear
+
+    path = _qat_checkpoint(tmp_path, {"weights": "int4:g16", "activations": "int4:g16"})
+    as_trained, _ = load_checkpoint(path)
+    q_proj = as_trained.model.layers[0].self_attn.q_proj
+    assert isinstance(q_proj, QuantizedTrainingLinear) and str(q_proj.precision.weights) == "int4:g16"
+    raw, _ = load_checkpoint(path, as_trained=False)
+    assert type(raw.model.layers[0].self_attn.q_proj) is torch.nn.Linear
+    assert torch.equal(raw.model.layers[0].self_attn.q_proj.weight, q_proj.weight)  # the same latent weights
+
+
+def test_a_bad_stored_training_precision_names_the_checkpoint(tmp_path):
+    path = _qat_checkpoint(tmp_path, {"weights": "int4:g16"})
+    metadata = json.loads((path / "qscaling.json").read_text())
+    metadata["spec"]["training_precision"]["weights"] = "int9:g16"
+    (path / "qscaling.json").write_text(json.dumps(metadata))
+    with pytest.raises(
+        ValueError, match=r"checkpoint .*qat: qscaling.json spec.training_precision.weights: quant spec"
+    ):
+        load_checkpoint(path)
+
+
+def test_evaluate_checkpoint_row_names_the_training_precision(tmp_path, token_files):
+    path = _qat_checkpoint(tmp_path, {"weights": "int4:g16", "activations": "int4:g16"})
+    row = evaluate_checkpoint(path, load_tokens(token_files["val"]), split="val", max_tokens=2000)
+    assert row["training_precision"] == "W int4:g16 · A int4:g16"

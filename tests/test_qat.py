@@ -15,7 +15,11 @@ from qscaling.quant.qat import (
     apply_training_precision,
     canonical_training_precision,
     clamp_mask,
+    drop_weight_quantizers,
     fake_quantize_ste,
+    quantize_trained_linear_inputs,
+    run_precision_label,
+    training_precision_label,
 )
 from qscaling.quant.roles import decoder_blocks
 from qscaling.train import RunSpec, train
@@ -225,3 +229,59 @@ def test_backward_gemm_quantized_run_trains_too(tmp_path, token_files):
     precision = {"weights": "fp:e2m3:b32", "backward_weight": "fp:e2m3:b32", "backward_activation": "fp:e2m3:b32"}
     _, curve = _qat_run(tmp_path, token_files, precision)
     assert curve[-1] < curve[0] - 0.5
+
+
+@pytest.mark.parametrize(
+    "precision, autocast, label",
+    [
+        (None, None, "fp32"),
+        ({}, None, "fp32"),
+        ({"exclude": [], "ste": "identity"}, None, "fp32"),  # nothing quantized: nothing else matters
+        (None, "bf16", "autocast bf16"),
+        ({"activations": "INT4:g128", "weights": "int4:g128:sym"}, None, "W int4:g128 · A int4:g128"),
+        ({"kv": "int4:token"}, None, "KV int4:token"),
+        (
+            {"weights": "fp:e2m3:b32", "backward_weight": "fp:e2m3:b32", "backward_grad_output": "fp:e4m3:b32"},
+            None,
+            "W fp:e2m3:b32 · bwd W fp:e2m3:b32 · bwd dY fp:e4m3:b32",
+        ),
+        (
+            {"weights": "int4:g128", "overrides": {"fc2": {"activations": "int8:g128", "weights": None}}},
+            None,
+            "W int4:g128 · fc2(W fp32, A int8:g128)",
+        ),
+        (
+            {"weights": "int8:channel", "exclude": ["fc2", "lm_head"], "ste": "identity"},
+            "bf16",
+            "autocast bf16 · W int8:channel · exclude fc2,lm_head · STE identity",
+        ),
+        ({"weights": "int8:channel", "exclude": []}, None, "W int8:channel · exclude none"),
+    ],
+)
+def test_training_precision_labels(precision, autocast, label):
+    assert training_precision_label(precision, autocast) == label
+    assert training_precision_label(canonical_training_precision(precision), autocast) == label
+
+
+def test_run_precision_label_reads_a_stored_spec():
+    spec = RunSpec(size="Ntiny", shape=SHAPE, data="markov", training_precision={"weights": "int4:g128"})
+    assert run_precision_label(spec.to_dict()) == "W int4:g128"
+    assert run_precision_label(RunSpec(size="Ntiny", shape=SHAPE, data="markov").to_dict()) == "fp32"
+    assert run_precision_label({"size": "N160m", "source": "hub"}) is None  # a hub checkpoint: not known
+
+
+def test_dropping_weight_quantizers_keeps_the_others():
+    model = _tiny_llama()
+    apply_training_precision(model, {"weights": "int4:g16", "kv": "int4:token"})
+    attention = decoder_blocks(model)[0].self_attn
+    drop_weight_quantizers([attention.q_proj, attention.k_proj])
+    assert type(attention.q_proj) is torch.nn.Linear and not hasattr(attention.q_proj, "precision")
+    assert attention.k_proj.precision.weights is None and str(attention.k_proj.precision.kv) == "int4:token"
+    assert attention.v_proj.precision.weights is not None  # not asked for
+    x = torch.randn(2, 7, 32)
+    assert torch.equal(attention.k_proj(x), quantize(F.linear(x, attention.k_proj.weight), "int4:token"))
+
+
+def test_trained_linear_inputs_need_a_quantized_training_linear():
+    with pytest.raises(TypeError, match="modules: expected QuantizedTrainingLinear, got Linear"):
+        quantize_trained_linear_inputs([torch.nn.Linear(4, 4)], "int8:token")

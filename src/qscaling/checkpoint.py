@@ -2,6 +2,9 @@
 
 `qscaling.json` records tokens seen, step, loss, seed, the run spec and the sha256 of the weights file, so a
 corrupted or swapped weights file is caught on load. Writes go to a temporary directory renamed into place.
+
+A run that trained with a `training_precision` (fake-quantized Linears, `qscaling.quant.qat`) saves its latent
+weights; loading re-applies the run's fake quantizers, so a checkpoint is scored as it trained.
 """
 
 import json
@@ -48,8 +51,34 @@ def read_metadata(path: str | os.PathLike) -> dict:
         raise ValueError(f"checkpoint {path}: {METADATA_FILE} is not valid JSON ({error})") from error
 
 
-def load_checkpoint(path: str | os.PathLike, *, dtype=None):
-    """(model, metadata) from an HF-format directory; any damage is a ValueError naming the checkpoint and file."""
+def apply_run_precision(model, metadata: dict, path) -> None:
+    """Re-apply the fake quantizers of the run's `training_precision` to a loaded model (in place).
+
+    Linears whose weights `qscaling quantize` has since post-quantized get no training-time weight quantizer: the
+    PTQ replaced it. Autocast runs computed natively in bf16/fp16 and are left as they are.
+    """
+    from qscaling.quant.ptq import QUANTIZATION_KEY
+    from qscaling.quant.qat import apply_training_precision, drop_weight_quantizers
+    from qscaling.quant.roles import linear_sites
+
+    precision = (metadata.get("spec") or {}).get("training_precision")
+    if not precision:
+        return
+    try:
+        apply_training_precision(model, precision)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"checkpoint {path}: {METADATA_FILE} spec.{error}") from error
+    if QUANTIZATION_KEY in metadata:
+        post_quantized = metadata[QUANTIZATION_KEY]["roles"]
+        drop_weight_quantizers(site.module for site in linear_sites(model) if site.role in post_quantized)
+
+
+def load_checkpoint(path: str | os.PathLike, *, dtype=None, as_trained: bool = True):
+    """(model, metadata) from an HF-format directory; any damage is a ValueError naming the checkpoint and file.
+
+    `as_trained`: re-apply the run's training-time fake quantizers (`apply_run_precision`), so the model computes
+    what it trained as; False gives the plain model on its latent weights (for weight statistics).
+    """
     from transformers import AutoModelForCausalLM
     from transformers.utils import logging as hf_logging
 
@@ -71,5 +100,7 @@ def load_checkpoint(path: str | os.PathLike, *, dtype=None):
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
     except Exception as error:  # transformers/safetensors raise many types for a damaged file
         raise ValueError(f"checkpoint {path}: cannot be loaded ({type(error).__name__}: {error})") from error
+    if as_trained:
+        apply_run_precision(model, metadata, path)
     model.eval()
     return model, metadata

@@ -69,12 +69,14 @@ def evaluate_loss(
 def evaluate_checkpoint(
     path, tokens: np.ndarray, *, split: str, max_tokens: int | None, batch_size: int = 16, seq_len: int | None = None
 ) -> dict:
-    """One tidy row: the checkpoint's metadata (run, N, D, …) and its loss on `tokens`."""
+    """One tidy row: the checkpoint's metadata (run, N, D, training precision, …) and its loss on `tokens`, scored as
+    the run trained (`load_checkpoint` re-applies its training-time fake quantizers)."""
     model, metadata = load_checkpoint(path)
     spec = metadata.get("spec", {})
     seq_len = seq_len or spec.get("shape", {}).get("seq_len") or model.config.max_position_embeddings
     result = evaluate_loss(model, tokens, seq_len=seq_len, batch_size=batch_size, max_tokens=max_tokens)
     from qscaling.model import count_non_embedding_params
+    from qscaling.quant.qat import run_precision_label
 
     return {
         "run": metadata.get("run_id", Path(path).name),
@@ -85,6 +87,7 @@ def evaluate_checkpoint(
         "step": metadata.get("step"),
         "schedule": spec.get("schedule"),
         "seed": spec.get("seed"),
+        "training_precision": run_precision_label(spec),
         "split": split,
         "loss": result["loss"],
         "loss_se": result["loss_se"],

@@ -4,6 +4,12 @@
 Calibration-based methods (GPTQ, AWQ) run block by block: the inputs of block 0 are captured once, each
 block is processed, and its outputs become the next block's inputs (GPTQ: outputs of the *quantized* block,
 as in the reference `opt_sequential`; AWQ: outputs of the scaled full-precision block, as in llm-awq).
+
+A model loaded as trained with a `training_precision` (fake-quantized Linears, `qscaling.quant.qat`) is
+post-quantized from its latent weights: the PTQ of a Linear's weights replaces its training-time weight quantizer,
+while the run's activation and KV quantizers stay, so the model is as trained apart from its weights. GPTQ's
+Hessians use the inputs the GEMMs multiply (the quantized activations); W8A8's input quantizer comes after the
+run's; AWQ leaves unscaled (plain RTN) every Linear whose scale would pass through a training-time quantizer.
 """
 
 import time
@@ -16,6 +22,13 @@ from torch import nn
 from qscaling.quant import parse_spec
 from qscaling.quant.awq import DEFAULT_GRID_POINTS, awq_scale_block
 from qscaling.quant.gptq import DEFAULT_BLOCK_SIZE, DEFAULT_DAMP, HessianAccumulator, gptq_quantize_weight
+from qscaling.quant.qat import (
+    QuantizedTrainingLinear,
+    drop_weight_quantizers,
+    forward_quantizers,
+    gemm_input,
+    quantize_trained_linear_inputs,
+)
 from qscaling.quant.roles import BLOCK_ROLE_ORDER, ROLES, decoder_blocks, linear_sites, model_layout, untie_lm_head
 from qscaling.quant.rtn import rtn_quantize_linear
 from qscaling.quant.w8a8 import DEFAULT_ACTIVATION_SPEC, quantize_linear_inputs
@@ -94,10 +107,11 @@ def _run_blocks(block, calls, hiddens):
 
 
 def _accumulate_hessians(modules: dict[str, nn.Linear], run_forward) -> dict[str, HessianAccumulator]:
-    """Hessians of each Linear's inputs, gathered by forward hooks while `run_forward()` runs."""
+    """Hessians of what each Linear's GEMM multiplies its weight by, gathered by forward hooks while `run_forward()`
+    runs: its input, or the quantized input where the run trained with an activation quantizer."""
     accumulators = {name: HessianAccumulator(m.in_features, m.weight.device) for name, m in modules.items()}
     hooks = [
-        module.register_forward_hook(lambda mod, args, out, acc=accumulators[name]: acc.add(args[0]))
+        module.register_forward_hook(lambda mod, args, out, acc=accumulators[name]: acc.add(gemm_input(mod, args[0])))
         for name, module in modules.items()
     ]
     try:
@@ -140,11 +154,45 @@ def _forward_batches(model, batches):
         model(input_ids=batch.to(model.device), use_cache=False)
 
 
-def _awq_model(model, spec, sites, calls, *, grid_points) -> dict[str, float]:
-    """AWQ scale search block by block, then RTN of every selected Linear; returns each Linear's best α."""
+def _scale_fold_consumers(model, post_quantized=frozenset()) -> dict[str, bool]:
+    """Every Linear AWQ can scale (a `ScaleFold` consumer) -> whether that scale would pass through a training-time
+    quantizer: x/s into the consumer's input quantizer, or W/s, y/s into the previous Linear's weight or KV
+    quantizer (a weight quantizer only if that Linear is not in `post_quantized`, whose PTQ replaces it). Such a
+    quantizer would see values on another grid than the model trained with."""
+    layout = model_layout(model)
+    consumers = {}
+    for index, block in enumerate(decoder_blocks(model)):
+        prefix = f"{layout.blocks}.{index}."
+        for fold in layout.scale_folds:
+            inputs_quantized = any("activations" in forward_quantizers(block.get_submodule(c)) for c in fold.consumers)
+            previous_quantized = set(forward_quantizers(block.get_submodule(fold.previous)))
+            if prefix + fold.previous in post_quantized:
+                previous_quantized.discard("weights")
+            for consumer in fold.consumers:
+                consumers[prefix + consumer] = inputs_quantized or bool(previous_quantized & {"weights", "kv"})
+    return consumers
+
+
+def _awq_unscaled(model, sites) -> list[str]:
+    """The selected Linears AWQ must leave unscaled (plain RTN) to keep the run's training-time quantizers intact;
+    an error where that is every Linear it could scale, since the result would be RTN under another name."""
+    selected = {site.name for site in sites}
+    consumers = _scale_fold_consumers(model, selected)
+    scalable = [site.name for site in sites if site.name in consumers]
+    unscaled = [name for name in scalable if consumers[name]]
+    if scalable and len(unscaled) == len(scalable):
+        raise ValueError(
+            f"awq on {model.name_or_path or 'this model'}: every scale would pass through a training-time "
+            "quantizer, leaving plain RTN; use rtn or gptq"
+        )
+    return unscaled
+
+
+def _awq_model(model, spec, sites, calls, *, grid_points, unscaled) -> dict[str, float]:
+    """AWQ scale search block by block, then RTN of every selected Linear; returns each scaled Linear's best α."""
     alphas = {}
     blocks_path = model_layout(model).blocks
-    selected = {site.name for site in sites}
+    selected = {site.name for site in sites} - set(unscaled)
     hiddens = [call.hidden for call in calls]
     for index, block in enumerate(decoder_blocks(model)):
         prefix = f"{blocks_path}.{index}."
@@ -198,7 +246,11 @@ def quantize_model(
     if "lm_head" in roles:
         untie_lm_head(model)
     sites = _selected_sites(model, roles)
+    unscaled = _awq_unscaled(model, sites) if method == "awq" else []
+    drop_weight_quantizers(site.module for site in sites)
     metadata = {"method": method, "spec": str(spec), "roles": sorted(roles, key=ROLES.index)}
+    if unscaled:
+        metadata["awq_unscaled"] = unscaled
     started = time.perf_counter()
     was_training = model.training
     model.eval()
@@ -208,7 +260,7 @@ def quantize_model(
                 rtn_quantize_linear(site.module, spec)
         if method == "w8a8":
             activation_spec = parse_spec(activation_spec)
-            quantize_linear_inputs([site.module for site in sites], activation_spec, outlier_threshold)
+            _quantize_inputs([site.module for site in sites], activation_spec, outlier_threshold)
             metadata["w8a8"] = {"activation_spec": str(activation_spec), "outlier_threshold": outlier_threshold}
         if method in CALIBRATED_METHODS:
             batches = calib_tokens.split(batch_size)
@@ -227,10 +279,20 @@ def quantize_model(
             )
         if method == "awq":
             metadata["awq"] = {"grid_points": awq_grid_points}
-            metadata["awq_alphas"] = _awq_model(model, spec, sites, calls, grid_points=awq_grid_points)
+            metadata["awq_alphas"] = _awq_model(
+                model, spec, sites, calls, grid_points=awq_grid_points, unscaled=unscaled
+            )
     model.train(was_training)
     metadata["seconds"] = time.perf_counter() - started
     return metadata
+
+
+def _quantize_inputs(modules, activation_spec, outlier_threshold) -> None:
+    """W8A8's run-time input quantization; a quantized-training Linear keeps its own quantizers ahead of it."""
+    trained = [module for module in modules if isinstance(module, QuantizedTrainingLinear)]
+    plain = [module for module in modules if not isinstance(module, QuantizedTrainingLinear)]
+    quantize_linear_inputs(plain, activation_spec, outlier_threshold)
+    quantize_trained_linear_inputs(trained, activation_spec, outlier_threshold)
 
 
 def load_quantized_model(path):
@@ -247,5 +309,5 @@ def load_quantized_model(path):
     if quantization["method"] == "w8a8":
         modules = [site.module for site in _selected_sites(model, quantization["roles"])]
         w8a8 = quantization["w8a8"]
-        quantize_linear_inputs(modules, w8a8["activation_spec"], w8a8["outlier_threshold"])
+        _quantize_inputs(modules, w8a8["activation_spec"], w8a8["outlier_threshold"])
     return model, metadata

@@ -19,16 +19,22 @@ forward used (dX = dY·Q(W), dW = dYᵀ·Q(X)), exactly as autograd through fake
 instead re-quantizes the full-precision tensor with its own spec for that GEMM, as Sun et al. do.
 KV: the k and v output channels of the projections are fake-quantized (with the same STE) before RoPE and
 attention; for GPT-NeoX's fused QKV only its k and v channels are.
+
+Checkpoints keep the latent (full-precision) weights; `qscaling.checkpoint.load_checkpoint` re-applies the run's
+precision, so a model is evaluated as it trained. Post-training quantization (`qscaling.quant.ptq`) replaces a
+Linear's weight quantizer (`drop_weight_quantizers`) and keeps its activation and KV quantizers.
 """
 
 from dataclasses import dataclass, replace
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from qscaling.quant import choose_qparams, code_range, parse_spec, quantize
 from qscaling.quant.roles import ROLES, linear_sites, model_layout
 from qscaling.quant.rounding import round_signed, uniform_like
+from qscaling.quant.w8a8 import fake_quantize_inputs
 
 TENSOR_FIELDS = (
     "weights",
@@ -89,6 +95,53 @@ def canonical_training_precision(precision: dict | None) -> dict:
             for field, value in sorted(overrides[role].items())
         }
     return dict(sorted(canonical.items()))
+
+
+# How `training_precision_label` names each tensor field: the forward GEMM's W and A, the k/v outputs, and the
+# backward GEMMs' re-quantized W (in dX), X (in dW) and dY (Sun et al. 2025's P4, P6, P3/P5).
+FIELD_LABELS = {
+    "weights": "W",
+    "activations": "A",
+    "kv": "KV",
+    "backward_weight": "bwd W",
+    "backward_activation": "bwd A",
+    "backward_grad_output": "bwd dY",
+}
+
+
+def _tensor_labels(specs: dict) -> list[str]:
+    return [f"{FIELD_LABELS[field]} {specs[field] or 'fp32'}" for field in TENSOR_FIELDS if field in specs]
+
+
+def training_precision_label(precision: dict | None, autocast: str | None = None) -> str:
+    """A short, stable name of how a run trained, for table rows and legends: "fp32", "autocast bf16", or the
+    quantized tensors of its canonical precision joined by " · ", e.g. "W int4:g128 · A int4:g128".
+
+    Defaults are left out; anything else appears, so two precisions with one label train alike: non-default
+    exclusions ("exclude fc2"; "exclude none"), per-role overrides ("fc2(A int8:g128)") and "STE identity".
+    """
+    canonical = canonical_training_precision(precision)
+    parts = [] if autocast is None else [f"autocast {autocast}"]
+    quantized = {field: canonical[field] for field in TENSOR_FIELDS if canonical[field] is not None}
+    overrides = {role: specs for role, specs in canonical["overrides"].items() if specs}
+    # Exclusions, overrides to full precision and the STE change nothing when no tensor is quantized.
+    if not quantized and not any(any(specs.values()) for specs in overrides.values()):
+        return " · ".join(parts) or "fp32"
+    parts += _tensor_labels(quantized)
+    parts += [f"{role}({', '.join(_tensor_labels(specs))})" for role, specs in overrides.items()]
+    if canonical["exclude"] != list(DEFAULT_EXCLUDE):
+        parts.append(f"exclude {','.join(canonical['exclude']) or 'none'}")
+    if canonical["ste"] != "clipped":
+        parts.append(f"STE {canonical['ste']}")
+    return " · ".join(parts)
+
+
+def run_precision_label(spec: dict) -> str | None:
+    """`training_precision_label` of a run spec as a checkpoint's metadata stores it (`RunSpec.to_dict`); None for
+    a spec that does not record how its run trained (a hub checkpoint's)."""
+    if "training_precision" not in spec:
+        return None
+    return training_precision_label(spec["training_precision"], spec.get("autocast"))
 
 
 @dataclass(frozen=True)
@@ -219,7 +272,19 @@ class QuantizedTrainingLinear(nn.Linear):
     kv_channels: tuple = ()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = QuantizedLinearFunction.apply(x, self.weight, self.bias, self.precision)
+        if torch.is_grad_enabled():
+            y = QuantizedLinearFunction.apply(x, self.weight, self.bias, self.precision)
+        else:
+            # Evaluation: the same forward without the clamp masks the backward would need.
+            y = F.linear(_quantize_or_keep(x, self.precision.activations), self.quantized_weight(), self.bias)
+        return self.quantize_kv(y)
+
+    def quantized_weight(self) -> torch.Tensor:
+        """The weight the forward GEMM multiplies: Q_w(W), or the latent W where no weight spec is set."""
+        return _quantize_or_keep(self.weight, self.precision.weights)
+
+    def quantize_kv(self, y: torch.Tensor) -> torch.Tensor:
+        """The projection's output with its k/v channels fake-quantized at `precision.kv`."""
         if self.precision.kv is None:
             return y
         for channels in self.kv_channels:
@@ -264,3 +329,59 @@ def apply_training_precision(model: nn.Module, precision: dict | None) -> dict:
         site.module.precision = site_precision
         site.module.kv_channels = kv_outputs.get(within_block, ())
     return canonical
+
+
+def forward_quantizers(module: nn.Module) -> tuple[str, ...]:
+    """The forward tensors ("weights", "activations", "kv") a Linear fake-quantizes as it trained; () for others."""
+    if not isinstance(module, QuantizedTrainingLinear):
+        return ()
+    return tuple(field for field in ("weights", "activations", "kv") if getattr(module.precision, field) is not None)
+
+
+def gemm_input(module: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """What a Linear's forward GEMM multiplies for input `x`: Q_a(x) for a quantized-training Linear, else x."""
+    if not isinstance(module, QuantizedTrainingLinear):
+        return x
+    return _quantize_or_keep(x, module.precision.activations)
+
+
+def drop_weight_quantizers(modules) -> None:
+    """Stop fake-quantizing these Linears' weights (in place): a post-training quantization of the weights replaces
+    the training-time weight quantizer, while activation and KV quantizers stay as the model trained with them.
+
+    A Linear left with no quantizer at all becomes a plain nn.Linear again.
+    """
+    for module in modules:
+        if not isinstance(module, QuantizedTrainingLinear):
+            continue
+        module.precision = replace(module.precision, weights=None, backward_weight=None)
+        if module.precision.is_full_precision:
+            module.__class__ = nn.Linear
+            del module.precision, module.kv_channels
+
+
+class InputQuantizedTrainingLinear(QuantizedTrainingLinear):
+    """A quantized-training Linear under W8A8 (inference only): its input passes the run's quantizer, then W8A8's.
+
+    W8A8 quantizes what the trained model computes with, so its quantizer comes after the training-time one; the
+    k/v outputs keep theirs.
+    """
+
+    activation_spec = None
+    outlier_threshold: float | None = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        trained_input = _quantize_or_keep(x, self.precision.activations)
+        x = fake_quantize_inputs(trained_input, self.activation_spec, self.outlier_threshold)
+        return self.quantize_kv(F.linear(x, self.quantized_weight(), self.bias))
+
+
+def quantize_trained_linear_inputs(modules, activation_spec, outlier_threshold: float | None = None) -> None:
+    """W8A8's run-time input quantization for quantized-training Linears (in place), behind their own quantizers."""
+    spec = parse_spec(activation_spec)
+    for module in modules:
+        if not isinstance(module, QuantizedTrainingLinear):
+            raise TypeError(f"modules: expected QuantizedTrainingLinear, got {type(module).__name__}")
+        module.__class__ = InputQuantizedTrainingLinear
+        module.activation_spec = spec
+        module.outlier_threshold = outlier_threshold

@@ -20,7 +20,10 @@ from qscaling.quant.spec import parse_spec
 
 
 def checkpoint_columns(model, metadata: dict) -> dict:
-    """The columns that say which checkpoint a row scores: run, size, N (non-embedding), D, milestone."""
+    """The columns that say which checkpoint a row scores: run, size, N (non-embedding), D, milestone, and the
+    label of the precision the run trained at (`qscaling.quant.qat.training_precision_label`)."""
+    from qscaling.quant.qat import run_precision_label
+
     spec = metadata.get("spec", {})
     return {
         "run": metadata.get("run_id"),
@@ -28,6 +31,7 @@ def checkpoint_columns(model, metadata: dict) -> dict:
         "N": count_non_embedding_params(model),
         "D": metadata.get("tokens_seen"),
         "milestone": metadata.get("milestone_tokens"),
+        "training_precision": run_precision_label(spec),
     }
 
 
