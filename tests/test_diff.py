@@ -110,15 +110,15 @@ def test_identical_trees_exit_zero_and_skip_non_artifacts(trees, capsys):
 
 def test_numeric_column_beyond_tolerance_then_within_a_column_tolerance(trees, capsys):
     a, b = trees
-    pd.DataFrame({"size": ["N3k", "N7k"], "D": [2048, 4096], "loss": [5.0, 4.5045]}).to_parquet(
+    pd.DataFrame({"size": ["N3k", "N7k"], "D": [2048, 4096], "loss": [5.0, 4.504]}).to_parquet(
         b / "results" / "tables" / "curves.parquet", index=False
     )
     code, out = run_cli(a, b, capsys=capsys)
     assert code == 1
-    assert "loss: 1 of 2 rows beyond rtol=0 atol=0; largest at row 1: 4.5 vs 4.5045" in out
-    # |Δ| = 0.0045 = 1e-3 · 4.5045 (B is the reference): inside rtol 1e-3, outside 9e-4.
+    assert "loss: 1 of 2 rows beyond rtol=0 atol=0; largest at row 1: 4.5 vs 4.504" in out
+    # |Δ| = 0.004, relative to the smaller value 4.5: inside rtol 1e-3 (0.0045), outside 8e-4 (0.0036).
     assert run_cli(a, b, "--column-tol", "loss=1e-3", capsys=capsys)[0] == 0
-    assert run_cli(a, b, "--column-tol", "loss=9e-4", capsys=capsys)[0] == 1
+    assert run_cli(a, b, "--column-tol", "loss=8e-4", capsys=capsys)[0] == 1
     assert run_cli(a, b, "--atol", "0.005", capsys=capsys)[0] == 0
     assert statuses(a, b, rtol=1e-3)["results/tables/curves.parquet"] == "within_tolerance"
 
@@ -132,13 +132,23 @@ def test_an_ignored_column_is_left_out(trees, capsys):
     assert run_cli(a, b, "--ignore-column", "D", capsys=capsys)[0] == 1
 
 
-def test_compare_tables_matches_numpy_isclose_cell_by_cell():
+def test_compare_tables_is_relative_to_the_smaller_value_cell_by_cell_in_either_order():
     rng = np.random.default_rng(0)
     a = pd.DataFrame({"x": rng.normal(size=200)})
     b = pd.DataFrame({"x": a["x"] * (1 + rng.normal(scale=1e-3, size=200))})
-    for rtol, atol in ((1e-3, 0.0), (2e-3, 1e-4), (5e-4, 1e-3)):
-        within, _ = compare_tables(a, b, Tolerances(rtol=rtol, atol=atol))
-        assert within == bool(np.isclose(a["x"], b["x"], rtol=rtol, atol=atol).all())
+    for rtol, atol in ((1e-3, 0.0), (2e-3, 1e-4), (5e-4, 1e-3), (3e-3, 0.0)):
+        expected = all(abs(x - y) <= atol + rtol * min(abs(x), abs(y)) for x, y in zip(a["x"], b["x"]))
+        assert compare_tables(a, b, Tolerances(rtol=rtol, atol=atol))[0] == expected
+        assert compare_tables(b, a, Tolerances(rtol=rtol, atol=atol))[0] == expected
+    # rtol = 1: a factor 2 either way, whichever run comes first.
+    base, doubled = pd.DataFrame({"x": [1e-6]}), pd.DataFrame({"x": [2e-6]})
+    assert (
+        compare_tables(base, doubled, Tolerances(rtol=1.0))[0]
+        and compare_tables(doubled, base, Tolerances(rtol=1.0))[0]
+    )
+    tripled = pd.DataFrame({"x": [3e-6]})
+    assert not compare_tables(base, tripled, Tolerances(rtol=1.0))[0]
+    assert not compare_tables(tripled, base, Tolerances(rtol=1.0))[0]
 
 
 def test_a_changed_verdict_is_reported_with_its_row(trees, capsys):
@@ -405,7 +415,7 @@ def test_a_figure_is_compared_by_what_it_draws_when_asked(trees):
 
 def test_a_tolerance_profile_sets_defaults_that_options_override(trees, tmp_path, capsys):
     a, b = trees
-    pd.DataFrame({"size": ["N3k", "N7k"], "D": [2048, 4096], "loss": [5.0, 4.5045]}).to_parquet(
+    pd.DataFrame({"size": ["N3k", "N7k"], "D": [2048, 4096], "loss": [5.0, 4.504]}).to_parquet(
         b / "results" / "tables" / "curves.parquet", index=False
     )
     profile = tmp_path / "tolerances.yaml"
@@ -422,3 +432,63 @@ def test_the_committed_profile_parses():
 
     profile = load_tolerances(REPO_ROOT / "reference" / "tolerances.yaml")
     assert profile["noise_columns"]["delta"] == "delta_se" and profile["figure_structure"] is True
+    # An absolute tolerance hides every change of a small quantity: it is a floor for exact zeros, no more.
+    assert profile["atol"] <= 1e-12 and profile["columns"]["delta_se"][1] <= 1e-12
+
+
+# --- small quantities: relative tolerances, atol only as a floor for values that are truly zero --------------
+
+
+def ptq_fit_doc(C_T: float) -> dict:
+    """A kumar2024.ptq fit (δ_PTQ = C_T·D^γD/N^γN·e^(−P/γpost)): C_T is ~1e-8 at smoke scale."""
+    params = {"C_T": C_T, "gamma_D": 1.67, "gamma_N": 0.0, "gamma_post": 1.77}
+    return {
+        "law": "kumar2024.ptq",
+        "formula": LAWS["kumar2024.ptq"].formula,
+        "params": params,
+        "ci": {"C_T": [1e-10, 4.6e-8], "gamma_D": [1.2, 2.0], "gamma_N": [0.0, 0.63], "gamma_post": [0.68, 20.0]},
+        "standard_errors": {"C_T": 1.7e-8, "gamma_D": 0.27, "gamma_N": 0.2, "gamma_post": 7.4},
+        "r2": 0.976,
+        "rmse": 5.9e-5,
+        "heldout_relative_error": None,
+        "points": {"inputs": {"N": [3376, 3376, 6984], "D": [10240, 40960, 10240], "P_post": [3, 3, 4]}},
+    }
+
+
+PROFILE_LIKE = Tolerances(rtol=1e-3, atol=1e-12, prediction_tol=0.15, noise_max=3.0)
+
+
+def test_a_small_fitted_constant_is_compared_relatively():
+    assert compare_fits(ptq_fit_doc(1.24e-8 * (1 + 5e-4)), ptq_fit_doc(1.24e-8), PROFILE_LIKE)[0]
+    within, details = compare_fits(ptq_fit_doc(2e-8), ptq_fit_doc(1.24e-8), PROFILE_LIKE)
+    assert not within
+    assert details[0].startswith("C_T: 2e-08 vs 1.24e-08 beyond rtol=0.001 atol=1e-12 (CIs overlap)")
+    assert "predictions at 6 points differ by ≤ 0.613 (relative) > prediction-tol 0.15" in details[1]
+    # What an absolute tolerance sized for losses of ~5 nats did: a 61 % change of C_T went unseen.
+    assert compare_fits(ptq_fit_doc(2e-8), ptq_fit_doc(1.24e-8), replace(PROFILE_LIKE, atol=1e-3))[0]
+
+
+def test_atol_is_only_a_floor_for_values_that_are_truly_zero():
+    base = pd.DataFrame({"delta": [0.0, 1.2e-5, 3.4e-4], "P_post": [16.0, 4.0, 3.0]})
+    assert compare_tables(base.assign(delta=[1e-13, 1.2e-5, 3.4e-4]), base, PROFILE_LIKE)[0]
+    within, details = compare_tables(base.assign(delta=[0.0, 1.2e-5, 6.8e-4]), base, PROFILE_LIKE)
+    assert not within and details == [
+        "delta: 1 of 3 rows beyond rtol=0.001 atol=1e-12; largest at row 2: 0.00068 vs 0.00034"
+    ]
+    assert compare_tables(base.assign(delta=[0.0, 1.2e-5, 6.8e-4]), base, replace(PROFILE_LIKE, atol=1e-3))[0]
+
+
+def test_a_standard_error_column_has_a_relative_tolerance_of_its_own():
+    base = pd.DataFrame({"delta": np.linspace(1e-5, 1e-3, 24), "delta_se": np.linspace(2e-6, 3e-4, 24)})
+    tol = replace(PROFILE_LIKE, columns={"delta_se": (0.2, 1e-12)}, noise_columns={"delta": "delta_se"})
+    assert compare_tables(base.assign(delta_se=base["delta_se"] * 1.15), base, tol)[0]
+    grown = base.copy()
+    grown.loc[5, "delta_se"] *= 1.3
+    within, details = compare_tables(grown, base, tol)
+    assert not within and details[0].startswith("delta_se: 1 of 24 rows beyond rtol=0.2 atol=1e-12; largest at row 5")
+    # A noise column is still judged in units of the SE that the rows measured.
+    moved = base.copy()
+    moved.loc[3, "delta"] += 1.4 * np.hypot(base.loc[3, "delta_se"], base.loc[3, "delta_se"])
+    assert compare_tables(moved, base, tol)[0]
+    moved.loc[3, "delta"] += 2 * np.hypot(base.loc[3, "delta_se"], base.loc[3, "delta_se"])
+    assert not compare_tables(moved, base, tol)[0]

@@ -8,6 +8,7 @@ constant, a verdict or a figure beyond tolerance fails here until the reference 
 """
 
 import json
+import math
 import shutil
 import subprocess
 import sys
@@ -58,6 +59,71 @@ def test_the_tolerances_catch_a_moved_loss(tmp_path):
     table.loc[0, "loss"] += 5e-4  # below the evaluation noise floor: accepted
     table.to_parquet(table_path, index=False)
     assert diff_against(REFERENCE / "smoke", copy).returncode == 0
+
+
+def test_the_reference_matches_itself():
+    result = diff_against(REFERENCE / "smoke", REFERENCE / "smoke")
+    assert result.returncode == 0, result.stdout[-3000:]
+
+
+def copy_with_fitted_C_T(reference, destination, C_T: float):
+    """A copy of `reference` whose Kumar GPTQ fit has `C_T` (δ_PTQ = C_T·D^γD/N^γN·e^(−P/γpost); ~1e-8)."""
+    shutil.copytree(reference, destination)
+    fit_path = destination / "results" / "fits" / "kumar2024" / "ptq_gptq.json"
+    fit = json.loads(fit_path.read_text())
+    fit["params"]["C_T"] = C_T
+    fit_path.write_text(json.dumps(fit))
+    return destination
+
+
+def test_the_tolerances_catch_a_moved_small_fitted_constant(tmp_path):
+    """C_T 1.24e-8 → 2e-8 changes every prediction of the law by 61 %: far beyond the 15 % a fit may move by
+    across CPUs. (The former atol 1e-3 let any C_T below 1e-3 through.)"""
+    base = copy_with_fitted_C_T(REFERENCE / "smoke", tmp_path / "base", 1.24e-8)
+    moved = copy_with_fitted_C_T(REFERENCE / "smoke", tmp_path / "moved", 2e-8)
+    result = diff_against(base, moved)
+    assert result.returncode == 1
+    assert "C_T: 1.24e-08 vs 2e-08 beyond rtol=0.001 atol=1e-12" in result.stdout
+    assert "results/fits/kumar2024/ptq_gptq.json" in result.stdout
+    nudged = copy_with_fitted_C_T(REFERENCE / "smoke", tmp_path / "nudged", 1.24e-8 * (1 + 5e-4))
+    assert diff_against(base, nudged).returncode == 0
+
+
+def copy_with_kumar_row(destination, column: str, change) -> pd.Series:
+    """A copy of reference/smoke whose first main GPTQ row of the Kumar table has `column` set to
+    `change(row)`; returns that row as changed."""
+    shutil.copytree(REFERENCE / "smoke", destination)
+    table_path = destination / "results" / "tables" / "kumar2024.parquet"
+    table = pd.read_parquet(table_path)
+    row = table.index[(table["method"] == "gptq") & table["main"]][0]
+    table.loc[row, column] = change(table.loc[row])
+    table.to_parquet(table_path, index=False)
+    return table.loc[row]
+
+
+def test_the_tolerances_catch_a_moved_standard_error(tmp_path):
+    """A δ's SE moved by up to a factor 1.6 across CPUs (one flipped GPTQ rounding): within a factor 2 passes,
+    2.5 either way fails. (The former atol 1e-3 accepted any SE below 1e-3: all of them.)"""
+    copy_with_kumar_row(tmp_path / "x1.9", "delta_se", lambda row: row["delta_se"] * 1.9)
+    assert diff_against(REFERENCE / "smoke", tmp_path / "x1.9").returncode == 0
+    for name, factor in (("x2.5", 2.5), ("x0.4", 1 / 2.5)):
+        changed = copy_with_kumar_row(tmp_path / name, "delta_se", lambda row: row["delta_se"] * factor)
+        assert changed["delta_se"] < 1e-3
+        result = diff_against(REFERENCE / "smoke", tmp_path / name)
+        assert result.returncode == 1, name
+        assert "delta_se: 1 of 70 rows beyond rtol=1 atol=1e-12" in result.stdout
+
+
+def test_the_tolerances_catch_a_delta_moved_beyond_its_noise(tmp_path):
+    """A δ_PTQ of ~4e-5 moved by 4 of its SEs fails; by 1.4 (what one flipped rounding did) it passes."""
+    for name, shift, code in (("far", 4.0, 1), ("near", 1.4, 0)):
+        changed = copy_with_kumar_row(
+            tmp_path / name, "delta", lambda row: row["delta"] + shift * math.hypot(row["delta_se"], row["delta_se"])
+        )
+        assert abs(changed["delta"]) < 1e-3
+        result = diff_against(REFERENCE / "smoke", tmp_path / name)
+        assert result.returncode == code, result.stdout[-2000:]
+        assert f"in units of delta_se over 63 rows: largest {shift:g} " in result.stdout
 
 
 @pytest.mark.slow

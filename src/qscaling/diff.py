@@ -124,11 +124,18 @@ def _is_missing(value) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 
+def is_close(a, b, rtol: float, atol: float):
+    """|a − b| ≤ atol + rtol·min(|a|, |b|), elementwise: relative to the smaller magnitude, so the order of the
+    two runs does not matter and rtol = 1 means "within a factor 2 either way". atol is a floor for values that
+    are exactly zero on one side; elsewhere rtol governs, however small the values (a fitted C_T ~1e-8)."""
+    return np.abs(a - b) <= atol + rtol * np.minimum(np.abs(a), np.abs(b))
+
+
 def _close(a, b, rtol: float, atol: float) -> bool:
-    """numpy.isclose's rule (B is the reference); two missing values (None / NaN) match each other."""
+    """`is_close` for two scalars; two missing values (None / NaN) match each other."""
     if _is_missing(a) or _is_missing(b):
         return _is_missing(a) and _is_missing(b)
-    return abs(a - b) <= atol + rtol * abs(b)
+    return bool(is_close(a, b, rtol, atol))
 
 
 def compare_tables(a: pd.DataFrame, b: pd.DataFrame, tol: Tolerances) -> tuple[bool, list[str]]:
@@ -155,7 +162,7 @@ def compare_tables(a: pd.DataFrame, b: pd.DataFrame, tol: Tolerances) -> tuple[b
             rtol, atol = tol.for_column(column)
             left, right = left.astype(float), right.astype(float)
             both_nan = np.isnan(left) & np.isnan(right)
-            bad = ~both_nan & ~(np.abs(left - right) <= atol + rtol * np.abs(right))
+            bad = ~both_nan & ~is_close(left, right, rtol, atol)
             exact = bool(np.all(both_nan | (left == right)))
             noise = _within_noise(a, b, column, bad, tol) if bad.any() else None
             if noise is not None and noise[0]:

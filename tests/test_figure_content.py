@@ -1,0 +1,233 @@
+"""Figures draw their tables: the study figures, called on the committed reference/smoke tables and fits, have
+the axes, series and points those tables imply, and plot the tables' numbers.
+
+What a figure draws is read from `figure_data` (the record `save_figure` writes beside every PNG): per axes its
+lines, marker collections and bars. A figure that renders but drops a size, a bit width or a point fails here.
+"""
+
+import json
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import REPO_ROOT
+
+from qscaling.figures import ahmadian2023, common, data_path, figure_data, kumar2024, ouyang2024
+from qscaling.laws import load_fit
+
+REFERENCE = REPO_ROOT / "reference" / "smoke"
+
+
+def reference_table(path: str) -> pd.DataFrame:
+    return pd.read_parquet(REFERENCE / "results" / path)
+
+
+def reference_fits(study: str) -> dict:
+    """The study's fitted laws by name, as load_figure_inputs passes them: fits that could not run left out."""
+    paths = sorted((REFERENCE / "results" / "fits" / study).glob("*.json"))
+    return {path.stem: load_fit(path) for path in paths if "error" not in json.loads(path.read_text())}
+
+
+def drawn(fig) -> list[dict]:
+    """The per-axes record of what `fig` draws (what save_figure writes as <figure>.data.json)."""
+    record = figure_data(fig)
+    plt.close(fig)
+    return record["axes"]
+
+
+def data_lines(axes: dict) -> list[tuple]:
+    """The axes' lines that hold points, as ((x, y), …); seaborn's legend entries are empty lines."""
+    return [tuple(zip(line["x"], line["y"])) for line in axes["lines"] if line["x"]]
+
+
+def markers(axes: dict) -> list[tuple]:
+    """Every scatter marker of the axes as (x, y) (offsets are recorded flattened)."""
+    points = []
+    for collection in axes["collections"]:
+        if collection["kind"] == "PathCollection":
+            offsets = collection["offsets"]
+            points += list(zip(offsets[0::2], offsets[1::2]))
+    return points
+
+
+def bar_heights(axes: dict) -> list[float]:
+    return [height for _, _, _, height in axes["bars"]]
+
+
+def draws_data(record: dict) -> bool:
+    """Some axes of a figure's record holds a line with points, a non-empty collection (markers, filled areas,
+    contours), a bar or a table cell."""
+    return any(
+        data_lines(axes)
+        or any(collection.get(key) for collection in axes["collections"] for key in ("offsets", "segments", "paths"))
+        or axes["bars"]
+        or any(axes["tables"])
+        for axes in record["axes"]
+    )
+
+
+def figure_record(figure_path) -> dict:
+    """The record saved beside a figure file."""
+    return json.loads(data_path(figure_path).read_text())
+
+
+def as_points(frame: pd.DataFrame, x: str, y: str) -> list[tuple]:
+    return sorted(zip(frame[x].astype(float), frame[y].astype(float)))
+
+
+def assert_same_series(drawn_series, expected_series):
+    """The same series (each a sequence of (x, y) points, in any order) up to float rounding: seaborn passes
+    values through a log-scale round trip or a mean over one value, which may move the last bit."""
+    drawn_series = sorted(sorted(series) for series in drawn_series)
+    expected_series = sorted(sorted(series) for series in expected_series)
+    assert [len(series) for series in drawn_series] == [len(series) for series in expected_series]
+    for got, want in zip(drawn_series, expected_series):
+        np.testing.assert_allclose(np.array(got, dtype=float), np.array(want, dtype=float), rtol=1e-12)
+
+
+def test_learning_curves_draw_one_line_per_size_through_its_losses():
+    curves = reference_table("tables/learning_curves.parquet")
+    [axes] = drawn(common.learning_curves({"curves": curves}, {}))
+    expected = [as_points(rows, "D", "loss") for _, rows in curves.groupby("N")]
+    assert_same_series(data_lines(axes), expected)
+    assert len(expected) == curves["size"].nunique() == 2
+    assert [label.split(" ")[0] for label in axes["legend"]] == sorted(curves["size"].unique())
+
+
+@pytest.fixture(scope="module")
+def kumar_inputs():
+    return {"ptq": reference_table("tables/kumar2024.parquet")}, reference_fits("kumar2024")
+
+
+@pytest.mark.parametrize("figure, method", [("fig2", "gptq"), ("fig10", "awq"), ("fig11", "rtn")])
+def test_kumar_ptq_grids_draw_every_size_bit_width_and_point(kumar_inputs, figure, method):
+    tables, fits = kumar_inputs
+    table = tables["ptq"]
+    rows = table[(table["split"] == "val") & table["main"] & table["method"].isin([method, "none"])]
+    sizes = sorted(rows["N"].unique())
+    axes = drawn(getattr(kumar2024, figure)(tables, fits))
+    assert len(axes) == 2 * len(sizes)  # top row: loss per size; bottom row: δ_PTQ per size
+    for column, n in enumerate(sizes):
+        top, bottom = axes[column], axes[len(sizes) + column]
+        size_rows = rows[rows["N"] == n]
+        # One line per bit width (and the unquantized baseline), through every checkpoint's loss.
+        expected = [as_points(bits_rows, "tokens_per_param", "loss") for _, bits_rows in size_rows.groupby("bits")]
+        assert_same_series(data_lines(top), expected)
+        quantized = size_rows[(size_rows["bits"] < 16) & (size_rows["delta"] > 0)]
+        assert_same_series([markers(bottom)], [as_points(quantized, "tokens_per_param", "delta")])
+        # The fitted δ_PTQ law: one curve per bit width that has a point.
+        assert len(data_lines(bottom)) == (quantized["bits"].nunique() if f"ptq_{method}" in fits else 0)
+
+
+def test_kumar_fig2_is_drawn_from_the_gptq_rows_only(kumar_inputs):
+    tables, fits = kumar_inputs
+    table = tables["ptq"]
+    other_methods = table["method"].isin(["awq", "rtn"])
+    moved = table.assign(loss=table["loss"].where(~other_methods, table["loss"] + 1.0))
+    assert drawn(kumar2024.fig2({"ptq": moved}, fits)) == drawn(kumar2024.fig2(tables, fits))
+
+
+def test_kumar_fig1_left_draws_the_smallest_model_per_bit_width(kumar_inputs):
+    tables, fits = kumar_inputs
+    table = tables["ptq"]
+    rows = table[(table["split"] == "val") & table["main"] & table["method"].isin(["gptq", "none"])]
+    rows = rows[rows["N"] == rows["N"].min()]
+    [axes] = drawn(kumar2024.fig1_left(tables, fits))
+    lines = data_lines(axes)
+    # Each bit width's loss curve, plus a one-point ★ per quantized width whose best budget is not its largest.
+    curves = [line for line in lines if len(line) > 1]
+    assert_same_series(
+        curves, [as_points(bits_rows, "tokens_per_param", "loss") for _, bits_rows in rows.groupby("bits")]
+    )
+    best = [group.loc[group["loss"].idxmin()] for _, group in rows[rows["bits"] < 16].groupby("bits")]
+    stars = [line[0] for line in lines if len(line) == 1]
+    assert_same_series([stars], [[(b["tokens_per_param"], b["loss"]) for b in best if b["D"] < rows["D"].max()]])
+
+
+@pytest.fixture(scope="module")
+def ouyang_inputs():
+    tables = {
+        "evals": reference_table("tables/ouyang2024.parquet"),
+        "one_factor": reference_table("fits/ouyang2024/one_factor.parquet"),
+        "weight_changes": reference_table("tables/ouyang2024_weight_changes.parquet"),
+    }
+    return tables, reference_fits("ouyang2024")
+
+
+def test_ouyang_fig2_draws_each_size_and_bit_width_across_training(ouyang_inputs):
+    tables, fits = ouyang_inputs
+    table = tables["evals"]
+    rows = table[(table["split"] == "val") & table["method"].isin(["gptq", "none"])]
+    sizes = sorted(rows["N"].unique())
+    axes = drawn(ouyang2024.fig2(tables, fits))
+    assert len(axes) == len(sizes)
+    for panel, n in zip(axes, sizes):
+        size_rows = rows[rows["N"] == n]
+        expected = sorted(as_points(bits_rows, "D", "loss") for _, bits_rows in size_rows.groupby("bits"))
+        assert_same_series(data_lines(panel), expected)
+
+
+@pytest.mark.parametrize(
+    "figure, factor, panel_by, law", [("fig3", "D", "N", "qid_tokens"), ("fig4", "N", "bits", "qid_size")]
+)
+def test_ouyang_one_factor_figures_draw_every_gptq_qid_and_fit(ouyang_inputs, figure, factor, panel_by, law):
+    tables, fits = ouyang_inputs
+    table, fitted = tables["evals"], tables["one_factor"]
+    rows = table[(table["method"] == "gptq") & (table["split"] == "val") & (table["delta"] > 0)]
+    panels = sorted(rows[panel_by].unique())
+    axes = drawn(getattr(ouyang2024, figure)(tables, fits))
+    assert len(axes) == len(panels)
+    for panel, value in zip(axes, panels):
+        subset = rows[rows[panel_by] == value]
+        assert_same_series([markers(panel)], [as_points(subset, factor, "delta")])
+        # The one-factor fits of this law have a column per grouping factor; a law with no fits has none.
+        fits_here = fitted[fitted["law"] == law]
+        fits_here = fits_here[fits_here[panel_by] == value] if len(fits_here) else fits_here
+        assert len(data_lines(panel)) == len(fits_here)
+
+
+def test_ouyang_fig3_draws_a_fit_line_per_one_factor_fit(ouyang_inputs):
+    """The smoke reference fits no QiD-vs-tokens law (too few points per group): give every (N, bits) group one;
+    each is drawn, as the law's values over the panel's tokens."""
+    tables, fits = ouyang_inputs
+    rows = tables["evals"]
+    rows = rows[(rows["method"] == "gptq") & (rows["split"] == "val") & (rows["delta"] > 0)]
+    groups = rows[["N", "bits"]].drop_duplicates().sort_values(["N", "bits"])
+    one_factor = groups.assign(law="qid_tokens", b=1e-6, beta=0.5)  # δ = b·D^β (ouyang2024.qid_tokens)
+    axes = drawn(ouyang2024.fig3({**tables, "one_factor": one_factor}, fits))
+    assert len(axes) == groups["N"].nunique()
+    for panel, (_, group) in zip(axes, groups.groupby("N")):
+        lines = data_lines(panel)
+        assert len(lines) == len(group)
+        for line in lines:
+            D, delta = np.array(line).T
+            np.testing.assert_allclose(delta, 1e-6 * D**0.5, rtol=1e-12)
+
+
+def test_ahmadian_fig2_draws_one_bar_per_ablation_level(tmp_path):
+    tables = {
+        "evals": reference_table("tables/ahmadian2023.parquet"),
+        "proxies": reference_table("tables/ahmadian2023_proxies.parquet"),
+        "values": reference_table("tables/ahmadian2023_values.parquet"),
+    }
+    table = tables["evals"]
+    rows = table[table["final"] & (table["method"] == "w8a8")]
+    factors = [f for f in ("weight_decay", "dropout", "grad_clip") if f in set(rows["factor"])]
+    assert factors, "the smoke reference ablates no training choice: this test would show nothing"
+    axes = drawn(ahmadian2023.fig2(tables, {}))
+    assert len(axes) == 2 * len(factors)  # top: % accuracy change; bottom: loss δ
+    for column, factor in enumerate(factors):
+        subset = rows[rows["factor"] == factor]
+        top, bottom = axes[column], axes[len(factors) + column]
+        assert bar_heights(top) == pytest.approx(subset["pct_change"].tolist())
+        assert bar_heights(bottom) == pytest.approx(subset["delta"].tolist())
+        assert len(markers(top)) == len(subset)  # the paper's value for each level, where it has one
+        assert top["title"] and np.isfinite(bar_heights(bottom)).all()
+
+
+def test_every_committed_reference_figure_draws_data():
+    records = sorted((REFERENCE / "figures").rglob("*.data.json"))
+    assert len(records) > 30
+    empty = [path.relative_to(REFERENCE).as_posix() for path in records if not draws_data(json.loads(path.read_text()))]
+    assert empty == []
