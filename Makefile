@@ -24,7 +24,7 @@ VENV_FLAGS :=
 TORCH_REQ := $(TORCH_PIN)
 endif
 
-.PHONY: figures test venv clean reference
+.PHONY: figures test lint venv clean reference
 
 venv: $(STAMP)
 
@@ -37,8 +37,15 @@ $(STAMP): pyproject.toml requirements.lock
 figures: $(STAMP)
 	$(BIN)/qscaling run --cores $(CORES) --config scale=$(SCALE)
 
-test: $(STAMP)
+# Lint with zero findings first (ruff, snakefmt, snakemake --lint), then the whole suite.
+test: lint
 	$(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/snakefmt --check .
+	$(BIN)/snakemake --lint --quiet
 
 reference: $(STAMP)
 	BIN=$(BIN) CORES=$(CORES) reference/regenerate.sh smoke default

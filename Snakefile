@@ -10,19 +10,14 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/evaluate.smk"
-include: "workflow/rules/quantize.smk"
-include: "workflow/rules/fit.smk"
+include: "workflow/rules/studies.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/figures.smk"
-include: "workflow/rules/law_figures.smk"
-include: "workflow/rules/ahmadian2023.smk"
 
 
 rule all:
     default_target: True
     input:
-        ALL_FIGURES,
-        LAW_FIGURES,
-        AHMADIAN_TARGETS,
+        FIGURE_OUTPUTS,
         rules.collect_claims.output,
         REPORT_TABLES,

@@ -49,9 +49,17 @@ def test_grid_has_the_papers_one_factor_ablations(default_config):
     }
 
 
+def variant_table(evaluations) -> pd.DataFrame:
+    """One row per variant: the labels the plan attached to its run's evaluations (each run labelled once)."""
+    first = {}
+    for evaluation in evaluations:
+        first.setdefault(evaluation.run, evaluation)
+    return pd.DataFrame([record for evaluation in first.values() for record in evaluation.label_records()])
+
+
 def test_plan_reuses_the_shared_trunks_and_tracks_only_the_precision_runs(default_config):
     planner, evaluations = plan_all(default_config, corpus_id(default_config))
-    labels = study.variant_labels(default_config, corpus_id(default_config))
+    labels = variant_table(evaluations["ahmadian2023"])
     recipe_runs = set(labels.loc[labels["factor"] == "recipe", "run"])
     assert recipe_runs <= set(learning_curve_runs(default_config, planner))  # the final recipe costs nothing
     runs = labels.set_index("variant")["run"]
@@ -73,8 +81,8 @@ def test_plan_reuses_the_shared_trunks_and_tracks_only_the_precision_runs(defaul
     assert bf16.training_precision["weights"] == "fp:e8m7:unscaled" and bf16.autocast is None
     autocast = copy.deepcopy(default_config)
     autocast["studies"]["ahmadian2023"]["precision_mode"] = "autocast"
-    labels = study.variant_labels(autocast, corpus_id(autocast))
-    planner, _ = plan_all(autocast, corpus_id(autocast))
+    planner, evaluations = plan_all(autocast, corpus_id(autocast))
+    labels = variant_table(evaluations["ahmadian2023"])
     fp16 = planner.runs[labels.set_index("variant")["run"]["precision · fp16 · wd 0.01"]].spec
     assert fp16.autocast == "fp16" and fp16.training_precision is None and fp16.weight_decay == 0.01
 
@@ -100,10 +108,10 @@ def test_config_errors_name_the_key(raw_config):
     bad["studies"]["ahmadian2023"]["recipe"]["precision"] = "fp8"
     with pytest.raises(ConfigError, match="studies.ahmadian2023.recipe.precision"):
         resolve_config(bad)
-    config = resolve_config(raw_config)
-    config["studies"]["ahmadian2023"]["sizes"] = ["N25k", "N6B"]
-    with pytest.raises(ValueError, match=r"studies.ahmadian2023.sizes.1: size 'N6B' is not in ladder \(defined: N25k"):
-        study.variants(config)
+    bad = copy.deepcopy(raw_config)
+    bad["studies"]["ahmadian2023"]["sizes"] = ["N25k", "N6B"]
+    with pytest.raises(ConfigError, match=r"studies.ahmadian2023.sizes.1: size 'N6B' is not in ladder \(defined: N25k"):
+        resolve_config(bad)
 
 
 def test_weighted_slope_and_its_error():
@@ -213,12 +221,18 @@ def synthetic_table(sensitive: bool, seed_spread: float = 0.0) -> pd.DataFrame:
 
 
 def test_claims_follow_the_data(default_config):
-    verdicts = [row["verdict"] for row in study.claims(synthetic_table(True), {}, default_config)]
+    verdicts = [
+        row["verdict"]
+        for row in study.claims({"table": synthetic_table(True)}, {}, default_config["studies"]["ahmadian2023"])
+    ]
     assert verdicts == ["reproduced"] * 8
-    opposite = [row["verdict"] for row in study.claims(synthetic_table(False), {}, default_config)]
+    opposite = [
+        row["verdict"]
+        for row in study.claims({"table": synthetic_table(False)}, {}, default_config["studies"]["ahmadian2023"])
+    ]
     assert opposite[:4] == ["not reproduced"] * 4 and opposite[6:] == ["not reproduced"] * 2
     assert opposite[4] == "reproduced"  # W4 still costs more than W8A8 in the opposite world
-    empty = study.claims(synthetic_table(True).iloc[:0], {}, default_config)
+    empty = study.claims({"table": synthetic_table(True).iloc[:0]}, {}, default_config["studies"]["ahmadian2023"])
     assert all(row["verdict"] == "inconclusive" for row in empty)
 
 
@@ -226,9 +240,9 @@ def test_a_difference_between_runs_inside_the_seed_spread_is_inconclusive(defaul
     """The ablation effects above are ~1e-3 nats; three seeds of the recipe 1e-2 apart make every comparison of
     separately trained runs inconclusive, while W4 vs W8A8 (both on each checkpoint) stays reproduced."""
     table = synthetic_table(True, seed_spread=1e-2)
-    noise = study.seed_noise(table, default_config)
+    noise = study.seed_noise(table, default_config["studies"]["ahmadian2023"])
     assert noise.seeds == 3 and noise.sd == pytest.approx(1e-2)
-    claims = study.claims(table, {}, default_config)
+    claims = study.claims({"table": table}, {}, default_config["studies"]["ahmadian2023"])
     assert [row["verdict"] for row in claims[:4]] == ["inconclusive"] * 4
     assert all("σ_seed = 1.0e-02 over 3 seeds" in row["ci"] for row in claims[:4])
     assert claims[4]["verdict"] == "reproduced" and "paired evaluation noise" in claims[4]["ci"]

@@ -32,7 +32,7 @@ DAEMONS = ("munged", "slurmctld", "slurmd")
 CLIENTS = ("sbatch", "squeue", "sinfo", "srun", "scancel")
 CTLD_PORT, SLURMD_PORT = 16817, 16818
 # Rules the profile sends to a GPU; the sbatch calls of their jobs must ask for one.
-GPU_RULES = ("train_run", "evaluate_ptq")
+GPU_RULES = ("train_run", "score_kumar2024", "score_ouyang2024", "score_ahmadian2023")
 
 
 def missing_requirement() -> str | None:
@@ -215,7 +215,7 @@ def cluster_targets(local_run: Path) -> list[str]:
     """A slice of the smoke DAG with every kind of cluster job: the corpus (2 threads), training and PTQ (GPU),
     evaluation, a table, a figure. The whole smoke DAG would cost ~25 s of Snakemake start-up per job on
     two cores; this slice keeps the test to a few minutes."""
-    # kumar2024's tables come from evaluate_ptq (Ahmadian's checkpoints are scored by their own rule).
+    # kumar2024's tables come from score_kumar2024.
     ptq_tables = sorted((local_run / "results" / "ptq" / "kumar2024").rglob("*.parquet"))
     assert ptq_tables, "the smoke DAG has no PTQ evaluation to send to a GPU"
     return ["figures/common/learning_curves.png", ptq_tables[0].relative_to(local_run).as_posix()]
@@ -250,9 +250,9 @@ def test_smoke_dag_on_slurm_matches_a_local_run(slurm_cluster, smoke_runs, tmp_p
     assert result.returncode == 0, output[-4000:] + slurm_cluster.logs()
     print(f"smoke slice on the one-node Slurm: {elapsed:.0f} s")
 
-    # Every job went through sbatch, and the GPU-eligible rules asked for a (fake) GPU.
+    # Every job went through sbatch, and the GPU-eligible rules of the slice asked for a (fake) GPU.
     sbatch_calls = [line for line in output.splitlines() if line.startswith("sbatch call:")]
-    for rule in GPU_RULES:
+    for rule in ("train_run", "score_kumar2024"):
         calls = [line for line in sbatch_calls if f"--comment rule_{rule}_" in line]
         assert calls and all("--gpus=1" in line for line in calls), rule
     corpus_calls = [line for line in sbatch_calls if "--comment rule_prepare_corpus" in line]

@@ -51,7 +51,10 @@ def test_quantization_lists_follow_the_config(default_config):
     ouyang = ouyang2024.quantizations(default_config)
     assert [q.spec for q in ouyang if q.method == "gptq"] == ["int2:g32:gptq", "int3:g32:gptq", "int4:g32:gptq"]
     assert all(q.splits == ("val", "ood") for q in ouyang if q.method == "gptq")
-    assert ouyang2024.fit_names(default_config)[2:] == ["compare_awq_int4_g32", "compare_rtn_fp_e2m1_b64"]
+    assert ouyang2024.fit_names(default_config["studies"]["ouyang2024"])[2:] == [
+        "compare_awq_int4_g32",
+        "compare_rtn_fp_e2m1_b64",
+    ]
 
 
 def test_pooled_slope_recovers_a_known_exponent():

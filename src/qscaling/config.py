@@ -67,9 +67,6 @@ def _check_semantics(config: dict) -> None:
         raise ConfigError("config key training.warmup_tokens: must be below learning_curves.total_tokens")
     if curves["first_milestone"] >= curves["total_tokens"]:
         raise ConfigError("config key learning_curves.first_milestone: must be below learning_curves.total_tokens")
-    ouyang = config["studies"]["ouyang2024"]
-    if ouyang["source"] == "hub" and not ouyang["hub"]:
-        raise ConfigError("config key studies.ouyang2024.hub: source 'hub' needs {models:, steps:, tokens_per_step:}")
     corpus = config["corpus"]
     if corpus["kind"] == "local" and not corpus.get("local_files"):
         raise ConfigError("config key corpus.local_files: kind 'local' needs at least one file pattern")
@@ -135,7 +132,7 @@ def resolve_config(raw: dict) -> dict:
     _check_semantics(resolved)
     from qscaling.studies import study_modules
 
-    for study in study_modules().values():  # every size, spec and grid value a study reads
+    for study in study_modules(resolved).values():  # every size, spec and grid value a study reads
         study.check_config(resolved)
     return resolved
 

@@ -1,14 +1,21 @@
-# Everything that is not a rule: the validated config, the planned runs and evaluations, and input functions.
+# Everything that is not a rule: the validated config, the planned runs and evaluations, every study's declared
+# jobs and artifacts, and every declared figure with its inputs. No study is named here: see qscaling.studies.
 from qscaling.config import corpus_id, resolve_config
-from qscaling.studies import learning_curve_runs, plan_all, study_modules
+from qscaling.figures import declared_figures, figure_inputs, figure_modules
+from qscaling.studies import Layout, artifacts, fit_names, jobs, learning_curve_runs, plan_all, settings, study_modules
 
 config = resolve_config(config)
 CORPUS = corpus_id(config)
 PLANNER, EVALUATIONS = plan_all(config, CORPUS)
 RUNS = PLANNER.runs  # trained here
 HUB_RUNS = PLANNER.hub_runs  # imported from released checkpoints (paper scale)
-STUDIES = study_modules()
+STUDIES = study_modules(config)
 DEVICE = config["device"]
+GPU = 1 if DEVICE == "cuda" else 0
+LAYOUT = Layout(CORPUS)
+LEARNING_CURVE_RUNS = learning_curve_runs(config, PLANNER)
+# The conda environment every job runs in under --use-conda (without it, the current environment).
+CONDA_ENV = "../envs/qscaling.yaml"
 
 
 wildcard_constraints:
@@ -24,32 +31,34 @@ def get_trunk_inputs(wildcards):
     return [f"results/runs/{trunk}/run.json"] if trunk else []
 
 
-def get_held_out(wildcards):
-    """The held-out sets a study scores on: always val, plus the out-of-domain set where one is configured."""
-    held_out = {"val": f"results/data/{CORPUS}/val.bin"}
-    if config["evaluation"]["ood_source"] and any(
-        "ood" in q.splits for q in STUDIES[wildcards.study].quantizations(config)
-    ):
-        held_out["ood"] = f"results/data/{CORPUS}/ood.bin"
-    return held_out
-
-
-def get_study_evaluations(wildcards):
-    return [f"results/ptq/{e.study}/{e.run}/{e.tokens}.parquet" for e in EVALUATIONS[wildcards.study]]
-
-
-def study_table(study):
-    return f"results/tables/{study}.parquet"
-
-
-def study_fits(study):
-    names = STUDIES[study].fit_names(config)
-    return {name: f"results/fits/{study}/{name}.json" for name in names}
-
-
-LEARNING_CURVE_RUNS = learning_curve_runs(config, PLANNER)
-# Law-only figures that overlay this run's fit next to the paper's constants.
-LAW_FIGURE_FITS = {
-    target: {"qid": study_fits("ouyang2024")["qid"]} for target in ("ouyang2024_fig1", "ouyang2024_table1")
+SCORING = {study: module.scoring(config, LAYOUT) for study, module in STUDIES.items()}
+# (study, run, tokens) -> the variant labels of that checkpoint's rows
+SCORED_LABELS = {(e.study, e.run, str(e.tokens)): e.label_records() for es in EVALUATIONS.values() for e in es}
+STUDY_JOBS = {study: jobs(module, config, EVALUATIONS[study], LAYOUT) for study, module in STUDIES.items()}
+STUDY_FITS = {
+    study: {name: LAYOUT.fit(study, name) for name in fit_names(module, config)} for study, module in STUDIES.items()
 }
-ALL_FIGURES = ["figures/common/learning_curves.png"]
+FIT_TABLES = {
+    study: {name: LAYOUT.fit_table(study, name) for name in getattr(module, "FIT_TABLES", ())}
+    for study, module in STUDIES.items()
+}
+# Artifact id -> path: what figures and claims read ("learning_curves", "<study>", "<study>/<table>").
+ARTIFACTS = {"learning_curves": "results/tables/learning_curves.parquet"}
+for study, module in STUDIES.items():
+    for name, path in artifacts(module, config, EVALUATIONS[study], LAYOUT).items():
+        ARTIFACTS[study if name == "table" else f"{study}/{name}"] = path
+
+FIGURES = []  # (spec, named inputs)
+for figure_module in figure_modules([m.FIGURES for m in STUDIES.values() if hasattr(m, "FIGURES")]):
+    for spec in declared_figures(figure_module):
+        inputs = figure_inputs(spec, ARTIFACTS, STUDY_FITS)
+        if inputs is not None:
+            FIGURES.append((spec, inputs))
+
+
+def study_artifacts(study):
+    """The named tables a study's claims read: its table, its jobs' tables and its fit tables."""
+    prefix = f"{study}/"
+    named = {"table": ARTIFACTS[study]}
+    named.update({key.removeprefix(prefix): path for key, path in ARTIFACTS.items() if key.startswith(prefix)})
+    return named

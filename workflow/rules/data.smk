@@ -8,6 +8,8 @@ rule prepare_corpus:
         "logs/data/{corpus}.log",
     benchmark:
         "benchmarks/data/{corpus}.tsv"
+    conda:
+        CONDA_ENV
     threads: 2
     resources:
         mem_mb=4000,
@@ -29,6 +31,8 @@ rule prepare_ood_set:
         "logs/data/{corpus}.ood.log",
     benchmark:
         "benchmarks/data/{corpus}.ood.tsv"
+    conda:
+        CONDA_ENV
     threads: 1
     resources:
         mem_mb=2000,

@@ -8,6 +8,8 @@ rule evaluate_run:
         "logs/evaluate/{run}.log",
     benchmark:
         "benchmarks/evaluate/{run}.tsv"
+    conda:
+        CONDA_ENV
     threads: 1
     resources:
         mem_mb=4000,
@@ -32,6 +34,8 @@ rule collect_learning_curves:
         "logs/tables/learning_curves.log",
     benchmark:
         "benchmarks/tables/learning_curves.tsv"
+    conda:
+        CONDA_ENV
     threads: 1
     resources:
         mem_mb=2000,

@@ -10,11 +10,13 @@ rule train_run:
         "benchmarks/train/{run}.tsv"
     wildcard_constraints:
         run="|".join(RUNS),
+    conda:
+        CONDA_ENV
     threads: 1
     resources:
         mem_mb=4000,
         runtime=240,
-        gpu=lambda wildcards: 1 if DEVICE == "cuda" else 0,
+        gpu=GPU,
     params:
         spec=lambda wildcards: RUNS[wildcards.run].spec.to_dict(),
         milestones=lambda wildcards: sorted(RUNS[wildcards.run].milestones),
@@ -36,6 +38,8 @@ rule import_hub_run:
         "benchmarks/train/{run}.tsv"
     wildcard_constraints:
         run="|".join(HUB_RUNS) or "NO_HUB_RUNS",
+    conda:
+        CONDA_ENV
     threads: 1
     resources:
         mem_mb=16000,

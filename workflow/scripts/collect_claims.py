@@ -1,14 +1,30 @@
-"""Rule collect_claims: every study's claims checked against this run → results/claims.csv and .md."""
+"""Rule collect_claims: every study's claims checked against this run → results/claims.csv and .md.
 
+Reads exactly the rule's named inputs: "<study>.<table>" (parquet) and "<study>.fit.<name>" (fit JSON).
+"""
+
+import importlib
 import os
 from pathlib import Path
 
+from qscaling.figures import load_figure_inputs
 from qscaling.provenance import job_context
-from qscaling.studies import collect_claims
-from qscaling.studies.claims import render_markdown
+from qscaling.studies.claims import claims_frame, render_markdown
 
 with job_context(snakemake):
-    frame = collect_claims(".", snakemake.config)
+    params, named = snakemake.params, dict(snakemake.input.items())
+    rows = []
+    for study, module_name in params.studies.items():
+        prefix = f"{study}."
+        tables, fits = load_figure_inputs(
+            {
+                name.removeprefix(prefix).removeprefix("fit."): path
+                for name, path in named.items()
+                if name.startswith(prefix)
+            }
+        )
+        rows.extend(importlib.import_module(module_name).claims(tables, fits, params.settings[study]))
+    frame = claims_frame(rows, params.scale)
     tmp = Path(snakemake.output.table).with_name(".claims.csv.tmp")
     frame.to_csv(tmp, index=False)
     os.replace(tmp, snakemake.output.table)

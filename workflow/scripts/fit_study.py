@@ -1,17 +1,19 @@
-"""Rules fit_<study>: the study's laws fitted to its table → one JSON per fit (or the reason it failed)."""
+"""Rules fit_<study>: the study's laws fitted to its table → one JSON per fit (or the reason it failed), plus the
+tables its fits make."""
+
+import importlib
 
 import pandas as pd
 
 from qscaling.checkpoint import write_json_atomic
 from qscaling.evaluate import write_table
 from qscaling.provenance import job_context
-from qscaling.studies import study_modules
 
 with job_context(snakemake):
-    name = snakemake.rule.removeprefix("fit_")
-    study = study_modules()[name]
+    params = snakemake.params
+    study = importlib.import_module(params.module)
     table = pd.read_parquet(snakemake.input.table)
-    for fit_name, result in study.fit_laws(table, snakemake.config).items():
+    for fit_name, result in study.fit_laws(table, params.settings).items():
         path = snakemake.output[fit_name]
         if isinstance(result, str):
             write_json_atomic(path, {"error": result})
@@ -19,5 +21,6 @@ with job_context(snakemake):
         else:
             result.to_json(path)
             print(f"{fit_name}: {result.params}")
-    if "one_factor" in snakemake.output.keys():
-        write_table(study.one_factor_fits(table), snakemake.output.one_factor)
+    if params.fit_tables:
+        for name, frame in study.fit_tables(table, params.settings).items():
+            write_table(frame, snakemake.output[name])

@@ -1,13 +1,21 @@
-"""Render one figure: call `params.function` ("module:name") on the rule's tables and fits, save `output[0]`.
+"""Render one declared figure: call `params.function` ("module:name") on the rule's tables and fits, save the PNG;
+a table target (`params.frame`, "module:name") also writes its rows as CSV.
 
-Inputs are loaded by `qscaling.figures.load_figure_inputs` (named .parquet → tables, .json → fits);
-`params.kwargs` (a dict) is passed through to the function.
+Inputs are loaded by `qscaling.figures.load_figure_inputs` (named .parquet → tables, .json → fits).
 """
+
+import os
+from pathlib import Path
 
 from qscaling.figures import load_figure_inputs, resolve_function, save_figure
 from qscaling.provenance import job_context
 
 with job_context(snakemake):
+    params, output = snakemake.params, snakemake.output
     tables, fits = load_figure_inputs(dict(snakemake.input.items()))
-    function = resolve_function(snakemake.params.function)
-    save_figure(function(tables, fits, **dict(getattr(snakemake.params, "kwargs", {}) or {})), snakemake.output[0])
+    if params.frame:
+        csv = Path(output.csv)
+        tmp = csv.with_name(f".{csv.name}.tmp")
+        resolve_function(params.frame)(tables, fits).to_csv(tmp, index=False, float_format="%.6g", lineterminator="\n")
+        os.replace(tmp, csv)
+    save_figure(resolve_function(params.function)(tables, fits), output.png)

@@ -1,11 +1,17 @@
 """Figures: pure functions `figN(tables, fits) -> Figure`, one module per paper, plus deterministic saving.
 
-A figure function reads tidy tables (pandas DataFrames) and fitted laws; it never trains, quantizes or fits.
+A figure function reads tidy tables (pandas DataFrames) and fitted laws; it never trains, quantizes or fits. Each is
+declared once, next to its function, with `@figure(...)`: which tables and fits it reads. The workflow makes one
+rule per declared figure, named `<paper>_<name>` and writing `figures/<paper>/<name>.png` (see `declared_figures`).
 """
 
+import importlib
+import inspect
 import json
 import math
 import os
+import pkgutil
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import matplotlib
@@ -185,3 +191,103 @@ def resolve_function(reference: str):
 
     module_name, function_name = reference.split(":")
     return getattr(importlib.import_module(module_name), function_name)
+
+
+@dataclass(frozen=True)
+class FigureSpec:
+    """One declared figure (or table): what it reads and where it goes."""
+
+    paper: str
+    name: str
+    function: str  # "module:name", called as function(tables, fits)
+    tables: dict = field(default_factory=dict)  # key -> "learning_curves" | "<study>" (its table) | "<study>/<table>"
+    fits: str | None = None  # "<study>" (all its fits, keyed by fit name) or "<study>/<fit>" (that one)
+    law_only: bool = False  # drawn from the paper's constants; the study's inputs added only where it runs
+    frame: str | None = None  # "module:name" giving a table's rows: the target is then a CSV plus its rendering
+    caption: str | None = None  # caption file (absolute); None: workflow/report/<paper>_<name>.rst
+
+    @property
+    def target(self) -> str:
+        return f"{self.paper}_{self.name}"
+
+    @property
+    def outputs(self) -> dict:
+        png = {"png": f"figures/{self.paper}/{self.name}.png"}
+        return {"csv": f"figures/{self.paper}/{self.name}.csv", **png} if self.frame else png
+
+
+def figure(
+    *,
+    tables: dict | None = None,
+    fits: str | None = None,
+    law_only: bool = False,
+    frame: bool = False,
+    caption: str | None = None,
+):
+    """Declare the decorated function a figure of its module's paper (the module's `PAPER`, else its name).
+
+    `tables` maps the function's table keys to artifacts, `fits` names the fits it reads; `law_only`
+    figures are drawn even where that study does not run. `frame=True`: a table, whose rows `<name>_frame` gives.
+    `caption` is relative to the module's file.
+    """
+
+    def declare(function):
+        function.figure_declaration = {
+            "tables": dict(tables or {}),
+            "fits": fits,
+            "law_only": law_only,
+            "frame": frame,
+            "caption": caption,
+        }
+        return function
+
+    return declare
+
+
+def declared_figures(module) -> list[FigureSpec]:
+    """The figures `module` declares, in definition order."""
+    paper = getattr(module, "PAPER", module.__name__.rsplit(".", 1)[-1])
+    specs = []
+    for name, function in vars(module).items():
+        declaration = getattr(function, "figure_declaration", None)
+        if declaration is None or getattr(function, "__module__", None) != module.__name__:
+            continue
+        caption = declaration["caption"]
+        specs.append(
+            FigureSpec(
+                paper,
+                name,
+                f"{module.__name__}:{name}",
+                declaration["tables"],
+                declaration["fits"],
+                declaration["law_only"],
+                f"{module.__name__}:{name}_frame" if declaration["frame"] else None,
+                str(Path(inspect.getfile(module)).parent / caption) if caption else None,
+            )
+        )
+    return specs
+
+
+def figure_modules(extra: list[str] = ()) -> list:
+    """This package's figure modules, then the named `extra` ones (plug-in studies' `FIGURES`)."""
+    names = [f"{__name__}.{info.name}" for info in pkgutil.iter_modules(__path__)]
+    return [importlib.import_module(name) for name in dict.fromkeys([*names, *extra])]
+
+
+def figure_inputs(spec: FigureSpec, tables: dict, fits: dict) -> dict | None:
+    """A figure's named inputs: `tables` maps artifact ids to paths, `fits` maps each study to {fit name: path}.
+    None when a figure that is not law-only reads an artifact this workflow does not make."""
+    inputs = {}
+    for key, artifact in spec.tables.items():
+        if artifact not in tables:
+            if spec.law_only:
+                continue
+            return None
+        inputs[key] = tables[artifact]
+    if spec.fits is not None:
+        study, _, name = spec.fits.partition("/")
+        available = {fit: path for fit, path in fits.get(study, {}).items() if not name or fit == name}
+        if not available and not spec.law_only:
+            return None
+        inputs.update(available)
+    return inputs

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from qscaling.figures import add_footer, new_figure
+from qscaling.figures import add_footer, figure, new_figure
 
 PROXIES = {
     "rmse": "W8A8 RMSE of QKV input",
@@ -93,6 +93,7 @@ def _bars(ax, rows, value, se, paper=None):
     ax.set_xticks(x, labels, rotation=30, ha="right")
 
 
+@figure(tables={"evals": "ahmadian2023", "proxies": "ahmadian2023/proxies", "values": "ahmadian2023/values"})
 def fig1(tables, fits):
     """Mean task accuracy vs size: unquantized vs W8A8, our recipe vs the outlier-prone recipe (or OPT)."""
     rows = _final(tables["evals"], factors=["recipe", "outlier_prone", "released"])
@@ -104,6 +105,7 @@ def fig1(tables, fits):
     return fig
 
 
+@figure(tables={"evals": "ahmadian2023", "proxies": "ahmadian2023/proxies", "values": "ahmadian2023/values"})
 def fig2(tables, fits):
     """% accuracy change (top) and loss δ (bottom) after W8A8 for weight decay, dropout and clipping."""
     rows = _final(tables["evals"], "w8a8", ("weight_decay", "dropout", "grad_clip"))
@@ -122,6 +124,7 @@ def fig2(tables, fits):
     return fig
 
 
+@figure(tables={"evals": "ahmadian2023", "proxies": "ahmadian2023/proxies", "values": "ahmadian2023/values"})
 def fig3(tables, fits):
     """bf16 vs fp16: % accuracy change and loss δ at the end of training, and loss δ over the checkpoints."""
     evals = tables["evals"]
@@ -148,6 +151,7 @@ def fig3(tables, fits):
     return fig
 
 
+@figure(tables={"evals": "ahmadian2023", "proxies": "ahmadian2023/proxies", "values": "ahmadian2023/values"})
 def fig4(tables, fits):
     """Histograms of one block's QKV weights and norm gains, bf16 vs fp16 (first weight-decay group)."""
     values = tables["values"]
@@ -176,6 +180,7 @@ def _proxy_panels(rows, x, hue, kind):
     return fig
 
 
+@figure(tables={"evals": "ahmadian2023", "proxies": "ahmadian2023/proxies", "values": "ahmadian2023/values"})
 def fig5(tables, fits):
     """The four proxies (mean over blocks) per variant at the end of training."""
     proxies = tables["proxies"]
@@ -190,6 +195,7 @@ def fig5(tables, fits):
     return fig
 
 
+@figure(tables={"evals": "ahmadian2023", "proxies": "ahmadian2023/proxies", "values": "ahmadian2023/values"})
 def fig10(tables, fits):
     """The proxies against depth for the weight-decay variants."""
     proxies = tables["proxies"]
@@ -199,6 +205,7 @@ def fig10(tables, fits):
     return fig
 
 
+@figure(tables={"evals": "ahmadian2023", "proxies": "ahmadian2023/proxies", "values": "ahmadian2023/values"})
 def fig11(tables, fits):
     """The proxies against depth for bf16 vs fp16."""
     proxies = tables["proxies"]
@@ -232,6 +239,9 @@ def table_ablations_frame(tables, fits):
     ].reset_index(drop=True)
 
 
+@figure(
+    tables={"evals": "ahmadian2023", "proxies": "ahmadian2023/proxies", "values": "ahmadian2023/values"}, frame=True
+)
 def table_ablations(tables, fits):
     return _render(
         table_ablations_frame(tables, fits),
@@ -261,6 +271,9 @@ def table4_frame(tables, fits):
     return pd.concat([wide, paper], ignore_index=True)[["factor", "size", "N", "unquantized", "W8A8", "W4"]]
 
 
+@figure(
+    tables={"evals": "ahmadian2023", "proxies": "ahmadian2023/proxies", "values": "ahmadian2023/values"}, frame=True
+)
 def table4(tables, fits):
     return _render(
         table4_frame(tables, fits),
@@ -277,6 +290,9 @@ def table5_frame(tables, fits):
     return rows[columns].rename(columns={"delta": "w8a8_loss_delta"}).reset_index(drop=True)
 
 
+@figure(
+    tables={"evals": "ahmadian2023", "proxies": "ahmadian2023/proxies", "values": "ahmadian2023/values"}, frame=True
+)
 def table5(tables, fits):
     return _render(
         table5_frame(tables, fits),

@@ -3,7 +3,7 @@ chen2025.qat fit), this run's fit as dashed contours."""
 
 import numpy as np
 
-from qscaling.figures import add_footer, new_figure
+from qscaling.figures import add_footer, figure, new_figure
 from qscaling.laws import LAWS, compare_sources
 from qscaling.laws import chen2025 as law
 
@@ -25,6 +25,7 @@ def _contours(fits, quantity, levels, title, G):
     return fig
 
 
+@figure(law_only=True)
 def fig1(tables, fits, G=128):
     """W4A4 QAT error δ_p over (N, D): iso-error lines of slope γ_N/γ_D in log–log."""
 
@@ -35,6 +36,7 @@ def fig1(tables, fits, G=128):
     return _contours(fits, delta, levels, f"W4A4 QAT error δ_p, G = {G}", G)
 
 
+@figure(law_only=True)
 def fig16(tables, fits, G=128):
     """Effective-parameter multiplier N_eff/N of W4A4 QAT over (N, D)."""
     levels = [0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]

@@ -4,9 +4,10 @@ import numpy as np
 import seaborn as sns
 from matplotlib.ticker import FixedLocator, NullFormatter
 
-from qscaling.figures import add_footer, new_figure
+from qscaling.figures import add_footer, figure, new_figure
 
 
+@figure(tables={"curves": "learning_curves"})
 def learning_curves(tables, fits):
     """Validation loss vs tokens seen, one line per model size, log-log."""
     curves = tables["curves"].sort_values(["N", "D"])

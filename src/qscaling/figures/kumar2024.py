@@ -4,7 +4,7 @@ kumar2024.neff fit), this run's fit."""
 import numpy as np
 import seaborn as sns
 
-from qscaling.figures import add_footer, new_figure
+from qscaling.figures import add_footer, figure, new_figure
 from qscaling.laws import LAWS, compare_sources
 from qscaling.laws import kumar2024 as law
 
@@ -18,6 +18,7 @@ def _sources(fits):
     return compare_sources(LAWS["kumar2024.neff"], fit), note
 
 
+@figure(law_only=True)
 def fig3_left(tables, fits):
     """N_eff/N against bits for weights, activations, KV cache, and all three at once (tied)."""
     sources, note = _sources(fits)
@@ -40,6 +41,7 @@ def fig3_left(tables, fits):
     return fig
 
 
+@figure(law_only=True)
 def fig6_right(tables, fits, sizes=(1e9, 8e9, 70e9)):
     """Compute-optimal training precision P*(D) for a fixed model size; the joint optimum is flat at P*."""
     sources, note = _sources(fits)
@@ -65,6 +67,7 @@ def fig6_right(tables, fits, sizes=(1e9, 8e9, 70e9)):
     return fig
 
 
+@figure(law_only=True)
 def fig9(tables, fits, served=(0.0, 1e12, 1e13)):
     """Optimal P*, N*, D* against total cost when serving tokens is part of the cost (assumed cost model)."""
     sources, note = _sources(fits)
@@ -106,6 +109,7 @@ def _series_order(rows):
     return [f"INT{b}" for b in sorted(set(rows["bits"]) - {16})] + ["no PTQ"]
 
 
+@figure(tables={"ptq": "kumar2024"}, fits="kumar2024")
 def fig1_left(tables, fits):
     """Smallest model: post-PTQ loss against tokens per parameter; ★ marks each format's best budget."""
     rows = _ptq_rows(tables)
@@ -175,21 +179,25 @@ def _ptq_grid(tables, fits, method):
     return fig
 
 
+@figure(tables={"ptq": "kumar2024"}, fits="kumar2024")
 def fig2(tables, fits):
     """Post-PTQ loss and δ_PTQ against D/N for every size (GPTQ)."""
     return _ptq_grid(tables, fits, "gptq")
 
 
+@figure(tables={"ptq": "kumar2024"}, fits="kumar2024")
 def fig10(tables, fits):
     """Fig. 2 with AWQ."""
     return _ptq_grid(tables, fits, "awq")
 
 
+@figure(tables={"ptq": "kumar2024"}, fits="kumar2024")
 def fig11(tables, fits):
     """Fig. 2 with round-to-nearest."""
     return _ptq_grid(tables, fits, "rtn")
 
 
+@figure(tables={"ptq": "kumar2024"}, fits="kumar2024")
 def fig12(tables, fits):
     """Schedule ablation: δ_PTQ still grows with D when the model is annealed by another schedule."""
     table = tables["ptq"]
@@ -210,6 +218,7 @@ def fig12(tables, fits):
     return fig
 
 
+@figure(tables={"ptq": "kumar2024"}, fits="kumar2024")
 def fig19(tables, fits):
     """Predicted against measured δ_PTQ for every (N, D, bits), GPTQ."""
     rows = _ptq_rows(tables)

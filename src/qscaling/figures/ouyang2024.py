@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from qscaling.figures import add_footer, new_figure
+from qscaling.figures import add_footer, figure, new_figure
 from qscaling.laws import LAWS, compare_sources
 from qscaling.laws import ouyang2024 as law
 
@@ -13,6 +13,7 @@ _STYLE = {"paper": "-", "this run": "--"}
 PYTHIA_VOCAB = 50277  # GPT-NeoX tokenizer: a uniform guess costs ln(50277) nats
 
 
+@figure(fits="ouyang2024/qid", law_only=True)
 def fig1(tables, fits, sizes=("7B", "70B", "405B")):
     """Predicted QiD against training tokens up to 1e14 per bit width; grey: worse than a uniform guess."""
     fit = fits.get("qid")
@@ -45,6 +46,7 @@ def table1_frame(tables, fits):
     return law.table1(unified=dict(fit.params) if fit else None)
 
 
+@figure(fits="ouyang2024/qid", law_only=True, frame=True)
 def table1(tables, fits):
     """Table 1 rendered: trillions of tokens to reach each QiD, per source (the CSV holds the same rows)."""
     frame = table1_frame(tables, fits)
@@ -76,6 +78,14 @@ def _panels(count, **kwargs):
     return new_figure(count, 1, width=3.0, height=2.9, **kwargs)
 
 
+@figure(
+    tables={
+        "evals": "ouyang2024",
+        "one_factor": "ouyang2024/one_factor",
+        "weight_changes": "ouyang2024/weight_changes",
+    },
+    fits="ouyang2024",
+)
 def fig2(tables, fits):
     """Post-quantization loss across training, one panel per size: GPTQ 2/3/4-bit and 16-bit."""
     table = tables["evals"]
@@ -112,21 +122,53 @@ def _one_factor(tables, fits, factor, panel_by, hue, law_name):
     return fig
 
 
+@figure(
+    tables={
+        "evals": "ouyang2024",
+        "one_factor": "ouyang2024/one_factor",
+        "weight_changes": "ouyang2024/weight_changes",
+    },
+    fits="ouyang2024",
+)
 def fig3(tables, fits):
     """QiD against training tokens, per size (panels) and bits (colours)."""
     return _one_factor(tables, fits, "D", "N", "bits", "qid_tokens")
 
 
+@figure(
+    tables={
+        "evals": "ouyang2024",
+        "one_factor": "ouyang2024/one_factor",
+        "weight_changes": "ouyang2024/weight_changes",
+    },
+    fits="ouyang2024",
+)
 def fig4(tables, fits):
     """QiD against model size, per bits (panels) and training tokens (colours)."""
     return _one_factor(tables, fits, "N", "bits", "D", "qid_size")
 
 
+@figure(
+    tables={
+        "evals": "ouyang2024",
+        "one_factor": "ouyang2024/one_factor",
+        "weight_changes": "ouyang2024/weight_changes",
+    },
+    fits="ouyang2024",
+)
 def fig5(tables, fits):
     """QiD against bit width, per size (panels) and training tokens (colours)."""
     return _one_factor(tables, fits, "P", "N", "D", "qid_bits")
 
 
+@figure(
+    tables={
+        "evals": "ouyang2024",
+        "one_factor": "ouyang2024/one_factor",
+        "weight_changes": "ouyang2024/weight_changes",
+    },
+    fits="ouyang2024",
+)
 def fig6(tables, fits):
     """The unified law k·D^β/(N^α·P^γ): measured QiD and the fit, per bit width."""
     rows, fit = _gptq(tables), fits.get("qid")
@@ -145,6 +187,14 @@ def fig6(tables, fits):
     return fig
 
 
+@figure(
+    tables={
+        "evals": "ouyang2024",
+        "one_factor": "ouyang2024/one_factor",
+        "weight_changes": "ouyang2024/weight_changes",
+    },
+    fits="ouyang2024",
+)
 def fig7(tables, fits):
     """Predicted quantized loss (Kaplan-form 16-bit law + unified QiD) against the measured one."""
     rows, qid, kaplan = _gptq(tables, positive=False), fits.get("qid"), fits.get("kaplan")
@@ -162,6 +212,14 @@ def fig7(tables, fits):
     return fig
 
 
+@figure(
+    tables={
+        "evals": "ouyang2024",
+        "one_factor": "ouyang2024/one_factor",
+        "weight_changes": "ouyang2024/weight_changes",
+    },
+    fits="ouyang2024",
+)
 def fig8(tables, fits):
     """QiD on the in-domain held-out set and on out-of-domain technical English."""
     rows = pd.concat([_gptq(tables, "val"), _gptq(tables, "ood")])
@@ -181,6 +239,14 @@ def fig8(tables, fits):
     return fig
 
 
+@figure(
+    tables={
+        "evals": "ouyang2024",
+        "one_factor": "ouyang2024/one_factor",
+        "weight_changes": "ouyang2024/weight_changes",
+    },
+    fits="ouyang2024",
+)
 def fig9(tables, fits):
     """GPTQ vs AWQ vs bitsandbytes-style FP4 at 4 bits, with a k·D^β/N^α fit per method."""
     table = tables["evals"]
@@ -202,6 +268,14 @@ def fig9(tables, fits):
     return fig
 
 
+@figure(
+    tables={
+        "evals": "ouyang2024",
+        "one_factor": "ouyang2024/one_factor",
+        "weight_changes": "ouyang2024/weight_changes",
+    },
+    fits="ouyang2024",
+)
 def fig11(tables, fits):
     """Every (N, D) point, coloured by bit width, marker size = QiD."""
     rows = _gptq(tables)
@@ -219,6 +293,14 @@ def fig11(tables, fits):
     return fig
 
 
+@figure(
+    tables={
+        "evals": "ouyang2024",
+        "one_factor": "ouyang2024/one_factor",
+        "weight_changes": "ouyang2024/weight_changes",
+    },
+    fits="ouyang2024",
+)
 def fig12(tables, fits):
     """Relative weight change ‖W_t+1 − W_t‖/‖W_t‖ between adjacent checkpoints, per size."""
     changes = tables["weight_changes"]

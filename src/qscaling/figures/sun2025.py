@@ -3,7 +3,7 @@
 import numpy as np
 import seaborn as sns
 
-from qscaling.figures import add_footer, new_figure
+from qscaling.figures import add_footer, figure, new_figure
 from qscaling.laws import LAWS, compare_sources
 from qscaling.laws import sun2025 as law
 
@@ -16,6 +16,7 @@ def _sources(fits):
     return compare_sources(LAWS["sun2025.capybara"], fit), note
 
 
+@figure(law_only=True)
 def fig5(tables, fits, max_bits=16):
     """Optimal exponent/mantissa layout: (E+0.5)^δ (M+0.5)^ν against M for fp1…fp16, optimum marked."""
     sources, note = _sources(fits)
@@ -41,6 +42,7 @@ def fig5(tables, fits, max_bits=16):
     return fig
 
 
+@figure(law_only=True)
 def fig6(tables, fits, N=1e9, block_size=128, formats=((3, 4), (3, 5), (3, 6))):
     """Predicted loss against training tokens for fixed N; each format's minimum sits at its D_crit."""
     sources, note = _sources(fits)
@@ -69,6 +71,7 @@ def fig6(tables, fits, N=1e9, block_size=128, formats=((3, 4), (3, 5), (3, 6))):
     return fig
 
 
+@figure(law_only=True)
 def fig7(tables, fits, block_size=128, sizes=(1e9, 7e10)):
     """Cost-optimal precision against compute: N, D, P chosen jointly (solid) and for fixed N (thin)."""
     sources, note = _sources(fits)
@@ -101,6 +104,7 @@ def fig7(tables, fits, block_size=128, sizes=(1e9, 7e10)):
     return fig
 
 
+@figure(law_only=True)
 def fig14(tables, fits, block_size=128):
     """Cost-optimal precision against training tokens at fixed D: P^(δ+ν) ∝ D^β, independent of compute."""
     sources, note = _sources(fits)

@@ -1,14 +1,29 @@
 """Studies: each paper's grid as runs and evaluations, its tidy table, the laws it fits and the claims it checks.
 
-Every study module exposes the same surface:
-  `check_config(config)`                        ConfigError naming the key of any bad size, spec or grid value
-  `plan(config, planner) -> list[Evaluation]`   the checkpoints it scores (asking the planner for runs)
-  `quantizations(config) -> list[Quantization]` what each checkpoint is quantized with
-  `build_table(rows, config) -> DataFrame`      its tidy table from the evaluation rows
-  `fit_names(config)` / `fit_laws(table, config) -> dict[name, Fit | reason]`, `claims(table, fits, config)`
+A study is a plug-in: a module with the surface below, registered by its block under `studies:` in the config
+(built-in ones are `qscaling.studies.<name>`; any other importable module is named by the block's `module:` key).
+Generic code — the workflow's rules and scripts, this package — reads only this surface and names no study:
+
+  STUDY                                            its name (the config block's key)
+  check_config(config)                             ConfigError naming the key of any bad size, spec or grid value
+  plan(config, planner) -> list[Evaluation]        the checkpoints it scores (asking the planner for runs)
+  scoring(config, layout) -> Scoring               how one checkpoint is scored (qscaling.studies.ptq.ptq_scoring
+                                                   for post-training quantization)
+  jobs(config, evaluations, layout) -> list[Job]   optional: the other tables it builds (inputs of figures/claims)
+  build_table(rows, settings) -> DataFrame         its tidy table from the scored rows
+  fit_names(settings) / fit_laws(table, settings)  its fits: {name: Fit | reason it could not be made}
+  fit_tables(table, settings) -> {name: DataFrame} optional, with FIT_TABLES naming them: tables made with the fits
+  claims(tables, fits, settings) -> list[dict]     the paper's claims checked (tables: {"table": its table, …})
+
+`settings` is the study's own config block: library code never receives the whole config. Figures are declared
+next to their functions in the study's figure module (`qscaling.figures.<name>`, or the module's `FIGURES`), see
+`qscaling.figures.figure`.
 """
 
-from dataclasses import dataclass
+import importlib
+from dataclasses import dataclass, field
+
+import pandas as pd
 
 from qscaling.plan import Planner, log_spaced_tokens
 
@@ -25,11 +40,21 @@ def try_fit(law_name: str, rows, **options):
 
 @dataclass(frozen=True)
 class Evaluation:
-    """One checkpoint a study scores: run `run` at its `tokens` milestone."""
+    """One checkpoint a study scores: run `run` at its `tokens` milestone, under the study's variant `labels`
+    (one mapping per variant that trained this run, as (column, value) pairs in column order; empty for none)."""
 
     study: str
     run: str
     tokens: int
+    labels: tuple = ()
+
+    def label_records(self) -> list[dict]:
+        return [dict(label) for label in self.labels]
+
+
+def label(**columns) -> tuple:
+    """One variant's row labels in the hashable form `Evaluation.labels` holds."""
+    return tuple(columns.items())
 
 
 @dataclass(frozen=True)
@@ -43,10 +68,135 @@ class Quantization:
         return f"{self.method}:{self.spec}"
 
 
-def study_modules() -> dict:
-    from qscaling.studies import ahmadian2023, kumar2024, ouyang2024
+@dataclass(frozen=True)
+class Layout:
+    """Where the workflow keeps each artifact, for studies to name their jobs' inputs and outputs."""
 
-    return {"kumar2024": kumar2024, "ouyang2024": ouyang2024, "ahmadian2023": ahmadian2023}
+    corpus: str
+
+    def data(self, name: str) -> str:
+        """A file of the token data: train.bin, val.bin, ood.bin, tokenizer.json, corpus.json."""
+        return f"results/data/{self.corpus}/{name}"
+
+    @staticmethod
+    def run_summary(run: str) -> str:
+        return f"results/runs/{run}/run.json"
+
+    @staticmethod
+    def table(study: str, name: str | None = None) -> str:
+        return f"results/tables/{study}.parquet" if name is None else f"results/tables/{study}_{name}.parquet"
+
+    @staticmethod
+    def fit(study: str, name: str) -> str:
+        return f"results/fits/{study}/{name}.json"
+
+    @staticmethod
+    def fit_table(study: str, name: str) -> str:
+        return f"results/fits/{study}/{name}.parquet"
+
+    @staticmethod
+    def scored(study: str, output: str = "table", run: str = "{run}", tokens="{tokens}") -> str:
+        """One checkpoint's scoring output: the rows (`table`) or another per-checkpoint table it writes."""
+        if output == "table":
+            return f"results/ptq/{study}/{run}/{tokens}.parquet"
+        return f"results/{study}/{output}/{run}/{tokens}.parquet"
+
+
+@dataclass(frozen=True)
+class Scoring:
+    """How each checkpoint of a study is scored: `function` ("module:name") is called as
+    `function(checkpoint, inputs, params, labels, device) -> {output: DataFrame}` with "table" (the rows) and every
+    name in `outputs` (more per-checkpoint tables); `inputs` are files every scoring job reads besides the run."""
+
+    function: str
+    inputs: dict = field(default_factory=dict)
+    params: dict = field(default_factory=dict)
+    outputs: tuple = ()
+    message: str = "Scoring"
+
+
+@dataclass(frozen=True)
+class Job:
+    """Another table a study builds: rule `<study>_<name>` calls `function(inputs, outputs, params)` ("module:name")
+    on named input paths (a path or a list) and writes the named outputs."""
+
+    name: str
+    function: str
+    inputs: dict
+    outputs: dict
+    params: dict = field(default_factory=dict)
+    message: str = ""
+
+
+def ptq_scoring(config: dict, layout, study: str, quantizations) -> Scoring:
+    """Post-training quantization of every checkpoint (`score_job`): held-out val (and ood where a quantization
+    scores it), calibration windows from the training shard."""
+    block = config["studies"][study]
+    inputs = {"val": layout.data("val.bin"), "calibration": layout.data("train.bin")}
+    if config["evaluation"]["ood_source"] and any("ood" in q.splits for q in quantizations):
+        inputs["ood"] = layout.data("ood.bin")
+    params = {
+        "study": study,
+        "quantizations": [q.__dict__ for q in quantizations],
+        "calibration": block["calibration"],
+        "eval_tokens": block["eval_tokens"],
+        "batch_size": config["evaluation"]["batch_size"],
+        "gptq_damp": config["ptq"]["gptq_damp"],
+    }
+    return Scoring("qscaling.studies.ptq:score_job", inputs, params, message="Quantizing and scoring")
+
+
+def with_labels(frame: pd.DataFrame, labels: list[dict]) -> pd.DataFrame:
+    """`frame` repeated under each variant label (its columns added); unchanged without labels."""
+    if not labels:
+        return frame
+    labels = pd.DataFrame(labels)
+    return frame.merge(labels.drop(columns=[column for column in labels if column in frame]), how="cross")
+
+
+def load_study(name: str, block: dict):
+    """The module of the study configured as `studies.<name>` (its `module:` key, else qscaling.studies.<name>)."""
+    from qscaling.config import ConfigError
+
+    module_name = block.get("module", f"qscaling.studies.{name}") if isinstance(block, dict) else None
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise ConfigError(f"config key studies.{name}: no study module {module_name!r} ({error})") from None
+    if getattr(module, "STUDY", None) != name:
+        raise ConfigError(
+            f"config key studies.{name}: module {module_name} declares STUDY = "
+            f"{getattr(module, 'STUDY', None)!r}, not {name!r}"
+        )
+    return module
+
+
+def study_modules(config: dict) -> dict:
+    """Every configured study, in config order: name -> module."""
+    return {name: load_study(name, block) for name, block in config["studies"].items()}
+
+
+def settings(config: dict, study: str) -> dict:
+    """The study's own config block: what its table, fits and claims read."""
+    return {key: value for key, value in config["studies"][study].items() if key != "module"}
+
+
+def fit_names(module, config: dict) -> list[str]:
+    return module.fit_names(settings(config, module.STUDY))
+
+
+def jobs(module, config: dict, evaluations: list, layout: Layout) -> list[Job]:
+    return module.jobs(config, evaluations, layout) if hasattr(module, "jobs") else []
+
+
+def artifacts(module, config: dict, evaluations: list, layout: Layout) -> dict[str, str]:
+    """Every table a study makes, by name: "table" (its tidy table), its jobs' outputs and its fit tables."""
+    study = module.STUDY
+    tables = {"table": layout.table(study)}
+    for job in jobs(module, config, evaluations, layout):
+        tables.update({name: path for name, path in job.outputs.items() if str(path).endswith(".parquet")})
+    tables.update({name: layout.fit_table(study, name) for name in getattr(module, "FIT_TABLES", ())})
+    return tables
 
 
 def plan_all(config: dict, data_id: str) -> tuple[Planner, dict[str, list[Evaluation]]]:
@@ -56,7 +206,7 @@ def plan_all(config: dict, data_id: str) -> tuple[Planner, dict[str, list[Evalua
     milestones = log_spaced_tokens(curves["first_milestone"], curves["total_tokens"], curves["milestones"])
     for size in curves["sizes"]:
         planner.trunk(size, upto=curves["total_tokens"], milestones=milestones)
-    evaluations = {name: module.plan(config, planner) for name, module in study_modules().items()}
+    evaluations = {name: module.plan(config, planner) for name, module in study_modules(config).items()}
     return planner, evaluations
 
 
@@ -65,27 +215,3 @@ def learning_curve_runs(config: dict, planner: Planner) -> list[str]:
         planner.trunk(size, upto=config["learning_curves"]["total_tokens"])
         for size in config["learning_curves"]["sizes"]
     ]
-
-
-def collect_claims(root, config: dict):
-    """Every study's claims checked against the tables and fits under `root/results` → the claims frame."""
-    import json
-    from pathlib import Path
-
-    import pandas as pd
-
-    from qscaling.laws import load_fit
-    from qscaling.studies.claims import claims_frame
-    from qscaling.studies.ouyang2024 import weight_change_claim
-
-    results, rows = Path(root) / "results", []
-
-    def read_fit(path):
-        return None if "error" in json.loads(path.read_text()) else load_fit(path)
-
-    for name, study in study_modules().items():
-        table = pd.read_parquet(results / "tables" / f"{name}.parquet")
-        fits = {fit: read_fit(results / "fits" / name / f"{fit}.json") for fit in study.fit_names(config)}
-        rows.extend(study.claims(table, fits, config))
-    rows.append(weight_change_claim(pd.read_parquet(results / "tables" / "ouyang2024_weight_changes.parquet")))
-    return claims_frame(rows, config["scale"])

@@ -32,8 +32,9 @@ import numpy as np
 import pandas as pd
 
 from qscaling.config import ConfigError, check_sizes, check_weight_spec
-from qscaling.studies import Evaluation, Quantization
+from qscaling.studies import Evaluation, Job, Quantization, Scoring, label, with_labels
 from qscaling.studies.claims import claim, verdict_from_interval
+from qscaling.tasks import TASKS
 
 STUDY = "ahmadian2023"
 FACTORS = ("weight_decay", "dropout", "grad_clip", "precision")
@@ -111,8 +112,6 @@ def variants(config: dict) -> list[Variant]:
     """Every recipe of the grid (the same recipe may appear under several factors; the planner shares its run)."""
     study = config["studies"][STUDY]
     base, size, tracked = dict(study["recipe"]), study["size"], set(study["tracked"])
-    check_sizes(config, f"studies.{STUDY}.size", size)
-    check_sizes(config, f"studies.{STUDY}.sizes", study["sizes"])
     out = []
     for factor, ablation in study["ablations"].items():
         crossed = list((ablation.get("across") or {}).items())
@@ -175,60 +174,56 @@ def _run_of(variant: Variant, config: dict, planner) -> str:
 
 
 def plan(config: dict, planner) -> list[Evaluation]:
-    """Trunk checkpoints of every variant, or (`source: hub`, paper scale) released OPT checkpoints."""
+    """Trunk checkpoints of every variant, or (`source: hub`, paper scale) released OPT checkpoints; each labelled
+    with every variant that trained its run (a run shared by several variants is scored once)."""
     study = config["studies"][STUDY]
     if study["source"] == "hub":
         hub = study["hub"]
         return [
-            Evaluation(STUDY, planner.hub(repo, label, {hub["tokens"]: hub["revision"]}), hub["tokens"])
-            for label, repo in hub["models"].items()
+            Evaluation(
+                STUDY,
+                planner.hub(repo, name, {hub["tokens"]: hub["revision"]}),
+                hub["tokens"],
+                (released_label(name),),
+            )
+            for name, repo in hub["models"].items()
         ]
-    evaluations = {}
+    mode = precision_mode(config)
+    labels, checkpoints = {}, {}
     for variant in variants(config):
         run = _run_of(variant, config, planner)
-        for tokens in checkpoint_tokens(config) if variant.tracked else [study["tokens"]]:
-            evaluations[(run, tokens)] = Evaluation(STUDY, run, tokens)
-    return list(evaluations.values())
+        labels.setdefault(run, []).append(variant_label(variant, run, mode))
+        tokens = checkpoint_tokens(config) if variant.tracked else [study["tokens"]]
+        checkpoints.setdefault(run, {}).update(dict.fromkeys(tokens))
+    return [Evaluation(STUDY, run, tokens, tuple(labels[run])) for run in checkpoints for tokens in checkpoints[run]]
 
 
-def variant_labels(config: dict, data_id: str) -> pd.DataFrame:
-    """Which run each variant trained (one row per variant), to label the evaluation rows."""
-    from qscaling.plan import Planner
+def variant_label(variant: Variant, run: str, mode: str) -> tuple:
+    precision = dict(variant.recipe)["precision"]
+    return label(
+        run=run,
+        factor=variant.factor,
+        level=variant.level,
+        group=variant.group,
+        variant=variant.label,
+        size=variant.size,
+        tracked=variant.tracked,
+        precision=precision,
+        emulated=precision != "fp32" and mode == "emulate",
+    )
 
-    study = config["studies"][STUDY]
-    if study["source"] == "hub":
-        return pd.DataFrame(
-            [
-                {
-                    "run": f"hub-{label}",
-                    "factor": "released",
-                    "level": label,
-                    "group": "",
-                    "variant": f"released · {label}",
-                    "size": label,
-                    "tracked": False,
-                    "precision": "released",
-                    "emulated": False,
-                }
-                for label in study["hub"]["models"]
-            ]
-        )
-    planner, mode = Planner(config, data_id), precision_mode(config)
-    return pd.DataFrame(
-        [
-            {
-                "run": _run_of(v, config, planner),
-                "factor": v.factor,
-                "level": v.level,
-                "group": v.group,
-                "variant": v.label,
-                "size": v.size,
-                "tracked": v.tracked,
-                "precision": dict(v.recipe)["precision"],
-                "emulated": dict(v.recipe)["precision"] != "fp32" and mode == "emulate",
-            }
-            for v in variants(config)
-        ]
+
+def released_label(name: str) -> tuple:
+    return label(
+        run=f"hub-{name}",
+        factor="released",
+        level=name,
+        group="",
+        variant=f"released · {name}",
+        size=name,
+        tracked=False,
+        precision="released",
+        emulated=False,
     )
 
 
@@ -241,9 +236,121 @@ def final_tokens(config: dict) -> int:
 def attach_labels(frame: pd.DataFrame, labels: list[dict], final: int) -> pd.DataFrame:
     """`frame` (one run's rows, with a `milestone` column) repeated under each variant that trained the run, with
     `final` (the last checkpoint) and `fraction` of training."""
-    labels = pd.DataFrame(labels)
-    labelled = frame.merge(labels.drop(columns=[column for column in labels if column in frame]), how="cross")
+    labelled = with_labels(frame, labels)
     return labelled.assign(final=labelled["milestone"] == final, fraction=labelled["milestone"] / final)
+
+
+def scoring(config: dict, layout) -> Scoring:
+    """Loss, task accuracy and outlier proxies of each checkpoint, unquantized and after W8A8 and W4."""
+    study = config["studies"][STUDY]
+    tasks = study["hub_tasks"] if study["source"] == "hub" else list(TASKS)
+    return Scoring(
+        "qscaling.studies.ahmadian2023:score_job",
+        inputs={"val": layout.data("val.bin"), "tokenizer": layout.data("tokenizer.json"), "tasks": task_files()},
+        params={
+            "quantizations": [q.__dict__ for q in quantizations(config)],
+            "final_tokens": final_tokens(config),
+            "tasks": tasks,
+            "eval_tokens": study["eval_tokens"],
+            "proxy_windows": study["proxy_windows"],
+            "batch_size": config["evaluation"]["batch_size"],
+            "task_batch_size": study["tasks"]["batch_size"],
+        },
+        outputs=("proxies", "values"),
+        message="Scoring loss, tasks and proxies, unquantized / W8A8 / W4, of",
+    )
+
+
+def task_files() -> list[str]:
+    return [f"results/{STUDY}/tasks/{task}.{ext}" for task in TASKS for ext in ("yaml", "jsonl")]
+
+
+def jobs(config: dict, evaluations: list, layout) -> list[Job]:
+    """The zero-shot-style tasks built from the held-out set, and the proxy and block-value tables."""
+    scored = {
+        kind: [layout.scored(STUDY, kind, e.run, e.tokens) for e in evaluations] for kind in ("proxies", "values")
+    }
+    return [
+        Job(
+            "build_tasks",
+            "qscaling.studies.ahmadian2023:build_tasks_job",
+            inputs={
+                "val": layout.data("val.bin"),
+                "tokenizer": layout.data("tokenizer.json"),
+                "corpus": layout.data("corpus.json"),
+            },
+            outputs={"tasks": task_files()},
+            params={"tasks": config["studies"][STUDY]["tasks"]},
+            message="Building zero-shot-style tasks from the held-out set",
+        ),
+        Job(
+            "collect_proxies",
+            "qscaling.studies.ahmadian2023:collect_proxies_job",
+            inputs=scored,
+            outputs={"proxies": layout.table(STUDY, "proxies"), "values": layout.table(STUDY, "values")},
+            message="Collecting the proxy and weight tables",
+        ),
+    ]
+
+
+def build_tasks_job(inputs: dict, outputs: dict, params: dict) -> None:
+    import json
+    from pathlib import Path
+
+    from tokenizers import Tokenizer
+
+    from qscaling.data import load_tokens
+    from qscaling.tasks import build_tasks, held_out_documents
+
+    tasks = params["tasks"]
+    tokenizer = Tokenizer.from_file(inputs["tokenizer"])
+    eos_id = json.loads(Path(inputs["corpus"]).read_text())["eos_id"]
+    documents = held_out_documents(load_tokens(inputs["val"]), tokenizer, eos_id)
+    counts = build_tasks(
+        documents,
+        Path(outputs["tasks"][0]).parent,
+        items=tasks["items"],
+        context_words=tasks["context_words"],
+        continuation_words=tasks["continuation_words"],
+        seed=tasks["seed"],
+    )
+    print(f"built {counts} from {len(documents)} held-out documents")
+
+
+def collect_proxies_job(inputs: dict, outputs: dict, params: dict) -> None:
+    from qscaling.evaluate import write_table
+
+    for name in ("proxies", "values"):
+        write_table(pd.concat([pd.read_parquet(path) for path in inputs[name]], ignore_index=True), outputs[name])
+
+
+def score_job(checkpoint, inputs: dict, params: dict, labels: list[dict], device: str) -> dict:
+    """The scoring job of `scoring`: one checkpoint's rows, proxies and block values, labelled by variant."""
+    from pathlib import Path
+
+    from qscaling.checkpoint import read_metadata
+    from qscaling.data import load_tokens
+
+    source = read_metadata(checkpoint).get("source")  # released checkpoints record their repo and revision
+    # A released model re-encodes the held-out text; twice the scored tokens leaves room for a longer tokenization.
+    tokenizer, held_out = task_tokenizer(
+        inputs["tokenizer"], load_tokens(inputs["val"]), source, keep_tokens=2 * params["eval_tokens"]
+    )
+    rows, proxies, values = score_checkpoint(
+        checkpoint,
+        [Quantization(**q) for q in params["quantizations"]],
+        held_out,
+        tokenizer=tokenizer,
+        tasks=params["tasks"],
+        task_dir=Path(inputs["tasks"][0]).parent if source is None else None,
+        eval_tokens=params["eval_tokens"],
+        proxy_windows=params["proxy_windows"],
+        batch_size=params["batch_size"],
+        task_batch_size=params["task_batch_size"],
+        device=device,
+    )
+    frames = {"table": rows.assign(study=STUDY), "proxies": proxies, "values": values}
+    return {name: attach_labels(frame, labels, params["final_tokens"]) for name, frame in frames.items()}
 
 
 def quantizations(config: dict) -> list[Quantization]:
@@ -251,7 +358,7 @@ def quantizations(config: dict) -> list[Quantization]:
     return [Quantization("w8a8", study["w8a8_weights"]), Quantization("rtn", study["w4"])]
 
 
-def build_table(rows: pd.DataFrame, config: dict) -> pd.DataFrame:
+def build_table(rows: pd.DataFrame, settings: dict) -> pd.DataFrame:
     """The scoring rows (already labelled by variant: a shared run appears under each), in a fixed order."""
     order = {factor: i for i, factor in enumerate((*FACTORS, "recipe", "seed", "outlier_prone", "released"))}
     return (
@@ -262,12 +369,12 @@ def build_table(rows: pd.DataFrame, config: dict) -> pd.DataFrame:
     )
 
 
-def fit_names(config: dict) -> list[str]:
+def fit_names(settings: dict) -> list[str]:
     """No scaling law: the paper's claims are comparisons between recipes."""
     return []
 
 
-def fit_laws(table: pd.DataFrame, config: dict, **options) -> dict:
+def fit_laws(table: pd.DataFrame, settings: dict, **options) -> dict:
     return {}
 
 
@@ -305,8 +412,8 @@ class SeedNoise:
         return f"evaluation and seed-to-seed noise, σ_seed = {self.sd:.1e} over {self.seeds} seeds"
 
 
-def seed_noise(table: pd.DataFrame, config: dict) -> SeedNoise:
-    size = config["studies"][STUDY]["size"]
+def seed_noise(table: pd.DataFrame, settings: dict) -> SeedNoise:
+    size = settings["size"]
     rows = table[
         table["final"]
         & (table["method"] == "w8a8")
@@ -422,12 +529,13 @@ def _outlier_rule_claim(table: pd.DataFrame, runs: pd.DataFrame) -> dict:
     return claim(STUDY, text, statistic=statistic, ci="|ρ| < 0.5 read as no separation", verdict=verdict)
 
 
-def claims(table: pd.DataFrame, fits: dict, config: dict) -> list[dict]:
-    if config["studies"][STUDY]["source"] == "hub":
+def claims(tables: dict, fits: dict, settings: dict) -> list[dict]:
+    table = tables["table"]
+    if settings["source"] == "hub":
         return [_w4_claim(table[table["final"]])]
     rows = ablation_rows(table)
     runs = rows.drop_duplicates("run")
-    noise = seed_noise(table, config)
+    noise = seed_noise(table, settings)
     return [
         _trend_claim(
             rows,

@@ -10,7 +10,7 @@ import pandas as pd
 
 from qscaling.config import check_sizes, check_weight_spec
 from qscaling.shape import ModelShape
-from qscaling.studies import Evaluation, Quantization, try_fit
+from qscaling.studies import Evaluation, Quantization, ptq_scoring, try_fit
 from qscaling.studies.claims import claim, positive_parameter_claim, slope_claim
 
 STUDY = "kumar2024"
@@ -58,11 +58,15 @@ def quantizations(config: dict) -> list[Quantization]:
     ]
 
 
-def build_table(rows: pd.DataFrame, config: dict) -> pd.DataFrame:
+def scoring(config: dict, layout):
+    return ptq_scoring(config, layout, STUDY, quantizations(config))
+
+
+def build_table(rows: pd.DataFrame, settings: dict) -> pd.DataFrame:
     """Tidy PTQ table: `anneal` names how the model was annealed, `main` marks the study's own schedule."""
     table = rows.copy()
     table["anneal"] = np.where(table["schedule"] == "cosine", "cosine", "wsd")
-    table["main"] = table["anneal"] == config["studies"][STUDY]["anneal"]
+    table["main"] = table["anneal"] == settings["anneal"]
     table["tokens_per_param"] = table["D"] / table["N"]
     table["P_post"] = table["bits"]
     return table.sort_values(["method", "bits", "anneal", "N", "D"]).reset_index(drop=True)
@@ -74,11 +78,11 @@ def fit_rows(table: pd.DataFrame, method: str) -> pd.DataFrame:
     return rows[rows["delta"] > 2 * rows["delta_se"]]
 
 
-def fit_names(config: dict) -> list[str]:
-    return [f"ptq_{method}" for method in config["studies"][STUDY]["methods"]]
+def fit_names(settings: dict) -> list[str]:
+    return [f"ptq_{method}" for method in settings["methods"]]
 
 
-def fit_laws(table: pd.DataFrame, config: dict, *, bootstrap: int = 200) -> dict:
+def fit_laws(table: pd.DataFrame, settings: dict, *, bootstrap: int = 200) -> dict:
     return {
         f"ptq_{method}": try_fit(
             "kumar2024.ptq",
@@ -89,7 +93,7 @@ def fit_laws(table: pd.DataFrame, config: dict, *, bootstrap: int = 200) -> dict
             run_col="run",
             seed=0,
         )
-        for method in config["studies"][STUDY]["methods"]
+        for method in settings["methods"]
     }
 
 
@@ -112,7 +116,8 @@ def critical_tokens(table: pd.DataFrame, method: str = "gptq") -> pd.DataFrame:
     return pd.DataFrame(records)
 
 
-def claims(table: pd.DataFrame, fits: dict, config: dict) -> list[dict]:
+def claims(tables: dict, fits: dict, settings: dict) -> list[dict]:
+    table = tables["table"]
     gptq = table[(table["method"] == "gptq") & table["main"] & (table["split"] == "val")]
     low_bits = gptq[gptq["bits"] == gptq["bits"].min()]
     out = [

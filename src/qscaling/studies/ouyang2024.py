@@ -12,10 +12,11 @@ import pandas as pd
 from qscaling.config import ConfigError, check_method_spec, check_sizes, check_weight_spec
 from qscaling.laws import LAWS, fit
 from qscaling.plan import log_spaced_tokens
-from qscaling.studies import Evaluation, Quantization, try_fit
+from qscaling.studies import Evaluation, Job, Quantization, ptq_scoring, try_fit
 from qscaling.studies.claims import positive_parameter_claim, slope_claim
 
 STUDY = "ouyang2024"
+FIT_TABLES = ("one_factor",)
 ONE_FACTOR = {"qid_tokens": ("D", ["N", "bits"]), "qid_size": ("N", ["D", "bits"]), "qid_bits": ("P", ["N", "D"])}
 
 
@@ -29,6 +30,8 @@ def check_config(config: dict) -> None:
     study, key = config["studies"][STUDY], f"studies.{STUDY}"
     if study["source"] == "train":
         check_sizes(config, f"{key}.sizes", study["sizes"])
+    if study["source"] == "hub" and not study["hub"]:
+        raise ConfigError(f"config key {key}.hub: source 'hub' needs {{models:, steps:, tokens_per_step:}}")
     if study["first_checkpoint"] >= study["last_checkpoint"]:
         raise ConfigError(f"config key {key}.first_checkpoint: must be below last_checkpoint")
     for bits in study["gptq_bits"]:
@@ -56,8 +59,8 @@ def plan(config: dict, planner) -> list[Evaluation]:
     ]
 
 
-def compared(config: dict) -> list[Quantization]:
-    study = config["studies"][STUDY]
+def compared(settings: dict) -> list[Quantization]:
+    study = settings
     return [Quantization(*entry.format(group=study["group_size"]).split(":", 1)) for entry in study["compare"]]
 
 
@@ -65,10 +68,29 @@ def quantizations(config: dict) -> list[Quantization]:
     study = config["studies"][STUDY]
     splits = ("val", "ood") if config["evaluation"]["ood_source"] else ("val",)
     gptq = [Quantization("gptq", f"int{bits}:g{study['group_size']}:gptq", splits) for bits in study["gptq_bits"]]
-    return gptq + [q for q in compared(config) if q not in gptq]
+    return gptq + [q for q in compared(study) if q not in gptq]
 
 
-def build_table(rows: pd.DataFrame, config: dict) -> pd.DataFrame:
+def scoring(config: dict, layout):
+    return ptq_scoring(config, layout, STUDY, quantizations(config))
+
+
+def jobs(config: dict, evaluations: list, layout) -> list[Job]:
+    """Fig. 12's table: weight change between adjacent checkpoints of every run the study scores."""
+    runs = sorted({e.run for e in evaluations})
+    return [
+        Job(
+            "weight_changes",
+            "qscaling.studies.ouyang2024:weight_changes_job",
+            inputs={"summaries": [layout.run_summary(run) for run in runs]},
+            outputs={"weight_changes": layout.table(STUDY, "weight_changes")},
+            params={"milestones": sorted({e.tokens for e in evaluations})},
+            message="Measuring weight change between adjacent checkpoints",
+        )
+    ]
+
+
+def build_table(rows: pd.DataFrame, settings: dict) -> pd.DataFrame:
     table = rows.copy()
     table["P"] = table["bits"]
     table["qid"] = table["delta"]
@@ -80,11 +102,11 @@ def gptq_rows(table: pd.DataFrame, split: str = "val") -> pd.DataFrame:
     return rows[rows["delta"] > 2 * rows["delta_se"]]
 
 
-def fit_names(config: dict) -> list[str]:
-    return ["qid", "kaplan"] + [f"compare_{q.method}_{q.spec.replace(':', '_')}" for q in compared(config)]
+def fit_names(settings: dict) -> list[str]:
+    return ["qid", "kaplan"] + [f"compare_{q.method}_{q.spec.replace(':', '_')}" for q in compared(settings)]
 
 
-def fit_laws(table: pd.DataFrame, config: dict, *, bootstrap: int = 200) -> dict:
+def fit_laws(table: pd.DataFrame, settings: dict, *, bootstrap: int = 200) -> dict:
     base = table[(table["method"] == "none") & (table["split"] == "val")]
     fits = {
         "qid": try_fit(
@@ -98,7 +120,7 @@ def fit_laws(table: pd.DataFrame, config: dict, *, bootstrap: int = 200) -> dict
         ),
         "kaplan": try_fit("kaplan", base, target="loss", bootstrap=bootstrap, group_col="N", seed=0),
     }
-    for quantization, name in zip(compared(config), fit_names(config)[2:]):
+    for quantization, name in zip(compared(settings), fit_names(settings)[2:]):
         rows = table[
             (table["method"] == quantization.method) & (table["spec"] == quantization.spec) & (table["split"] == "val")
         ]
@@ -111,6 +133,10 @@ def fit_laws(table: pd.DataFrame, config: dict, *, bootstrap: int = 200) -> dict
             seed=0,
         )
     return fits
+
+
+def fit_tables(table: pd.DataFrame, settings: dict) -> dict:
+    return {"one_factor": one_factor_fits(table)}
 
 
 def one_factor_fits(table: pd.DataFrame) -> pd.DataFrame:
@@ -166,7 +192,21 @@ def weight_changes(checkpoint_paths: list) -> pd.DataFrame:
     return pd.DataFrame(records)
 
 
-def claims(table: pd.DataFrame, fits: dict, config: dict) -> list[dict]:
+def weight_changes_job(inputs: dict, outputs: dict, params: dict) -> None:
+    from pathlib import Path
+
+    from qscaling.evaluate import write_table
+    from qscaling.train import milestone_name
+
+    frames = []
+    for summary in inputs["summaries"]:
+        run_dir = Path(summary).parent
+        frames.append(weight_changes([run_dir / "checkpoints" / milestone_name(m) for m in params["milestones"]]))
+    write_table(pd.concat(frames, ignore_index=True), outputs["weight_changes"])
+
+
+def claims(tables: dict, fits: dict, settings: dict) -> list[dict]:
+    table = tables["table"]
     out = []
     qid = fits.get("qid")
     if qid is not None:
@@ -197,6 +237,7 @@ def claims(table: pd.DataFrame, fits: dict, config: dict) -> list[dict]:
                 expect="positive",
             )
         )
+    out.append(weight_change_claim(tables["weight_changes"]))
     return out
 
 

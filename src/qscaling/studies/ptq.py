@@ -17,6 +17,7 @@ from qscaling.model import count_non_embedding_params
 from qscaling.quant.gptq import DEFAULT_DAMP
 from qscaling.quant.ptq import quantize_model, sample_calibration
 from qscaling.quant.spec import parse_spec
+from qscaling.studies import with_labels
 
 
 def checkpoint_columns(model, metadata: dict) -> dict:
@@ -118,3 +119,23 @@ def score_checkpoint(
             )
         del quantized
     return pd.DataFrame(rows)
+
+
+def score_job(checkpoint, inputs: dict, params: dict, labels: list[dict], device: str) -> dict:
+    """The scoring job of `ptq_scoring`: rows of `score_checkpoint`, repeated under each variant label."""
+    from qscaling.data import load_tokens
+    from qscaling.studies import Quantization
+
+    held_out = {split: load_tokens(inputs[split]) for split in ("val", "ood") if split in inputs}
+    table = score_checkpoint(
+        checkpoint,
+        [Quantization(**q) for q in params["quantizations"]],
+        held_out,
+        load_tokens(inputs["calibration"]),
+        calibration=params["calibration"],
+        eval_tokens=params["eval_tokens"],
+        batch_size=params["batch_size"],
+        gptq_damp=params["gptq_damp"],
+        device=device,
+    )
+    return {"table": with_labels(table.assign(study=params["study"]), labels)}

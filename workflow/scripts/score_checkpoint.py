@@ -1,0 +1,27 @@
+"""Rules score_<study>: one checkpoint scored by the study's scoring function → its rows and other tables."""
+
+import json
+from pathlib import Path
+
+from qscaling.device import resolve_device
+from qscaling.evaluate import write_table
+from qscaling.figures import resolve_function
+from qscaling.provenance import job_context, path_sha256
+from qscaling.train import milestone_name
+
+with job_context(snakemake) as extra_inputs:
+    params, wildcards = snakemake.params, snakemake.wildcards
+    summary_path = Path(snakemake.input.summary)
+    checkpoint = summary_path.parent / "checkpoints" / milestone_name(int(wildcards.tokens))
+    if not checkpoint.is_dir():
+        known = json.loads(summary_path.read_text())["checkpoints"]
+        raise ValueError(
+            f"run {wildcards.run} has no checkpoint at {wildcards.tokens} tokens (has: {', '.join(known)})"
+        )
+    extra_inputs[str(checkpoint)] = path_sha256(checkpoint)
+    inputs = {name: value for name, value in snakemake.input.items() if name != "summary"}
+    frames = resolve_function(params.function)(
+        checkpoint, inputs, params.settings, params.labels, resolve_device(params.device)
+    )
+    for name, path in snakemake.output.items():
+        write_table(frames[name], path)

@@ -1,0 +1,8 @@
+"""Rules <study>_<job>: a table a study builds besides its scoring (qscaling.studies.Job)."""
+
+from qscaling.figures import resolve_function
+from qscaling.provenance import job_context
+
+with job_context(snakemake):
+    inputs, outputs = dict(snakemake.input.items()), dict(snakemake.output.items())
+    resolve_function(snakemake.params.function)(inputs, outputs, snakemake.params.settings)
