@@ -13,6 +13,7 @@ COMMANDS = {
     "evaluate": ("qscaling.evaluate", "validation loss of a checkpoint on a token shard"),
     "quantize": ("qscaling.quant.cli", "post-training quantization of a checkpoint"),
     "laws": ("qscaling.laws.cli", "show a scaling law's parameters and derived quantities"),
+    "predict": ("qscaling.predict", "every applicable law's prediction for a planned run"),
     "bench": ("qscaling.bench", "speed benchmarks, printed as ratios against a baseline"),
     "trace": ("qscaling.trace", "the chain from an output back to config values, corpus files and checkpoints"),
     "run": ("qscaling.runner", "run the workflow (Snakemake arguments), resuming by itself after a crash"),
