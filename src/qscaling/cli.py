@@ -12,7 +12,7 @@ COMMANDS = {
     "train": ("qscaling.train", "train a run from a spec YAML (resumable)"),
     "evaluate": ("qscaling.evaluate", "validation loss of a checkpoint on a token shard"),
     "quantize": ("qscaling.quant.cli", "post-training quantization of a checkpoint"),
-    "laws": ("qscaling.laws.cli", "show a scaling law's parameters and derived quantities"),
+    "laws": ("qscaling.laws.cli", "list the scaling laws, show one's constants, fit one to a table"),
     "predict": ("qscaling.predict", "every applicable law's prediction for a planned run"),
     "bench": ("qscaling.bench", "speed benchmarks, printed as ratios against a baseline"),
     "trace": ("qscaling.trace", "the chain from an output back to config values, corpus files and checkpoints"),

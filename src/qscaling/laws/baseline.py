@@ -44,6 +44,8 @@ CHINCHILLA = Law(
     inputs=("N", "D"),
     target="loss",
     function=chinchilla_loss,
+    # At one N, A/N^alpha is a constant that E already supplies (likewise B, beta at one D).
+    identified_by={"A": ("N",), "alpha": ("N",), "B": ("D",), "beta": ("D",)},
     paper_params={
         "hoffmann2022": PaperParams(
             {"A": 406.4, "alpha": 0.34, "B": 410.7, "beta": 0.28, "E": 1.69},
@@ -72,6 +74,8 @@ CHINCHILLA_TIED = Law(
     inputs=("N", "D"),
     target="loss",
     function=chinchilla_tied_loss,
+    # The shared exponent is pinned by either input; each coefficient only by its own.
+    identified_by={"A": ("N",), "alpha": ("N", "D"), "B": ("D",)},
     paper_params={"kumar2024": KUMAR2024_CHINCHILLA, "chen2025": CHEN2025_CHINCHILLA},
     description="Chinchilla with one exponent for parameters and data, as Kumar et al. and Chen et al. fit it.",
 )
@@ -88,6 +92,10 @@ KAPLAN = Law(
     inputs=("N", "D"),
     target="loss",
     function=kaplan_loss,
+    # At one N, (N_c/N)^(alpha_N/alpha_D) is a single number that N_c alone can supply. At one D, D_c/D only
+    # shifts the N curve inside the outer power: identifiable in principle, but on a Pythia-like grid the
+    # Jacobian's condition number is ~1e7, beyond ILL_CONDITIONED, so D_c counts as pinned by D alone.
+    identified_by={"alpha_N": ("N",), "D_c": ("D",), "alpha_D": ("N", "D")},
     paper_params={
         "ouyang2024": PaperParams(
             {"N_c": 4.74e19, "alpha_N": 0.045, "D_c": 7.63e10, "alpha_D": 0.399},

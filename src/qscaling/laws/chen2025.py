@@ -39,6 +39,7 @@ QAT = Law(
     target="delta",
     huber_delta=DEGRADATION_HUBER_DELTA,
     function=qat_error,
+    identified_by={"gamma_N": ("N",), "gamma_D": ("D",), "gamma_G": ("G",)},
     paper_params={
         variant: PaperParams({"k": k, "gamma_N": g_n, "gamma_D": g_d, "gamma_G": g_g}, source)
         for variant, (k, g_n, g_d, g_g, source) in _TABLE1.items()

@@ -9,6 +9,7 @@ parameters down (the Jacobian's condition number), so that two fits can be compa
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -100,6 +101,10 @@ class Law:
     paper_params: dict[str, PaperParams] = field(default_factory=dict)
     description: str = ""
     huber_delta: float = HUBER_DELTA  # in log space: residuals beyond it count linearly, not quadratically
+    # param -> the inputs whose variation pins it down (it is their exponent or coefficient): while all of them
+    # are constant in a table, the param's effect is a constant factor or offset that another param already
+    # supplies. A param not listed is pinned by the target's scale alone.
+    identified_by: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def param_names(self) -> tuple[str, ...]:
@@ -441,6 +446,7 @@ def fit(
     seed: int = 0,
     n_jobs: int = 1,
     ci_level: float = 0.95,
+    fixed: Mapping[str, float] | None = None,
 ) -> Fit:
     """Fit `law` to `table` and measure how well it is determined.
 
@@ -449,9 +455,14 @@ def fit(
     distinct values of `run_col` when one evaluation table holds several rows per run. group_col: the column
     whose values are left out one at a time for the held-out error (None skips it). n_jobs: worker
     processes; results do not depend on it (every start and resample is seeded and solved independently).
+    fixed: name -> value of parameters held at that value instead of fitted; `starts` and the one-point-per-
+    parameter minimum then concern the free parameters only, and a fixed parameter's CI is (value, value).
     """
     if not isinstance(law, Law):
         raise TypeError(f"fit: law must be a Law (e.g. qscaling.laws.LAWS['chinchilla']), got {type(law).__name__}")
+    if fixed:
+        options = dict(starts=starts, bootstrap=bootstrap, group_col=group_col, run_col=run_col, seed=seed)
+        return _fit_with_fixed(law, table, fixed, target=target, n_jobs=n_jobs, ci_level=ci_level, **options)
     target = target or law.target
     columns, y = _checked_columns(law, table, target)
     if bootstrap < 0:
@@ -506,6 +517,43 @@ def fit(
         notes=notes,
         jacobian_condition=condition,
         points={"inputs": {name: array.tolist() for name, array in columns.items()}, "observed": y.tolist()},
+    )
+
+
+class _WithFixed:
+    """A law's function with some parameters supplied as constants (a class, not a closure: workers pickle it)."""
+
+    def __init__(self, function: Callable, fixed: Mapping[str, float]):
+        self.function, self.fixed = function, dict(fixed)
+
+    def __call__(self, params, inputs):
+        return self.function({**self.fixed, **params}, inputs)
+
+
+def _fit_with_fixed(law: Law, table, fixed: Mapping[str, float], **options) -> Fit:
+    """Fit the law whose parameters are the free ones, then report it as a fit of `law` with the fixed values."""
+    unknown = [name for name in fixed if name not in law.param_names]
+    if unknown:
+        raise ValueError(f"fit {law.name}: fixed param {unknown[0]!r} unknown; params are {list(law.param_names)}")
+    for param in law.params:
+        if param.name in fixed and not param.low <= fixed[param.name] <= param.high:
+            raise ValueError(
+                f"fit {law.name}: fixed {param.name} = {fixed[param.name]:g} lies outside its bounds "
+                f"({param.low:g}, {param.high:g})"
+            )
+    free = tuple(param for param in law.params if param.name not in fixed)
+    if not free:
+        raise ValueError(f"fit {law.name}: every parameter is fixed; nothing left to fit")
+    values = {name: float(value) for name, value in fixed.items()}
+    reduced = fit(dataclasses.replace(law, params=free, function=_WithFixed(law.function, values)), table, **options)
+    in_order = law.param_names
+    return dataclasses.replace(
+        reduced,
+        law=law,
+        params={name: values[name] if name in values else reduced.params[name] for name in in_order},
+        ci={name: (values[name], values[name]) if name in values else reduced.ci[name] for name in in_order},
+        standard_errors={name: 0.0 if name in values else reduced.standard_errors[name] for name in in_order},
+        notes=[f"{name} = {value:.6g} fixed, not fitted" for name, value in values.items()] + reduced.notes,
     )
 
 

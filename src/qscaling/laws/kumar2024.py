@@ -94,6 +94,15 @@ _PTQ_PARAMS = (
     Param("gamma_post", 0.05, 20.0, start=(0.2, 3.0), log=True),
 )
 
+_PRECISIONS = tuple(f"P_{tensor}" for tensor in TENSORS)
+# N_eff = N·f(P_w)·f(P_a)·f(P_kv) varies with any of them; at one P_x, f_x is a constant factor A absorbs.
+_NEFF_IDENTIFIED_BY = {
+    "A": ("N", *_PRECISIONS),
+    "alpha": ("N", "D", *_PRECISIONS),
+    "B": ("D",),
+    **{f"{name}_{tensor}": (f"P_{tensor}",) for tensor in TENSORS for name in ("gamma", "n")},
+}
+
 PTQ = Law(
     name="kumar2024.ptq",
     formula="delta = C_T * D^gamma_D / N^gamma_N * exp(-P_post/gamma_post)",
@@ -102,6 +111,7 @@ PTQ = Law(
     target="delta",
     huber_delta=DEGRADATION_HUBER_DELTA,
     function=ptq_degradation,
+    identified_by={"gamma_D": ("D",), "gamma_N": ("N",), "gamma_post": ("P_post",)},
     paper_params={
         "table2": PaperParams(_PTQ_CONSTANTS, "Kumar et al. 2024, Table 2; offset b = 1.1277 not applied"),
         "table2_offset": PaperParams(
@@ -119,6 +129,7 @@ NEFF = Law(
     inputs=("N", "D", "P_w", "P_a", "P_kv"),
     target="loss",
     function=training_precision_loss,
+    identified_by=_NEFF_IDENTIFIED_BY,
     paper_params={
         "table2": PaperParams({**KUMAR2024_CHINCHILLA, **_NEFF_CONSTANTS}, "Kumar et al. 2024, Table 2"),
     },
@@ -138,6 +149,13 @@ UNIFIED = Law(
     inputs=("N", "D", "P_w", "P_a", "P_kv", "P_post"),
     target="loss",
     function=unified_loss,
+    identified_by={
+        **_NEFF_IDENTIFIED_BY,
+        "gamma_D": ("D",),
+        "gamma_N": ("N", *_PRECISIONS),
+        "gamma_post": ("P_post",),
+        **{f"C_{tensor}": (f"P_{tensor}", "P_post") for tensor in TENSORS},
+    },
     paper_params={
         "table2_assumed_C": PaperParams(
             {**KUMAR2024_CHINCHILLA, **_NEFF_CONSTANTS, **_PTQ_CONSTANTS, **_ASSUMED_INTERACTION},

@@ -94,6 +94,7 @@ QID = Law(
     target="delta",
     huber_delta=DEGRADATION_HUBER_DELTA,
     function=qid,
+    identified_by={"alpha": ("N",), "beta": ("D",), "gamma": ("P",)},
     paper_params={"eq4": PaperParams(UNIFIED_CONSTANTS, "Ouyang et al. 2024, unified law (Sec. 4.4)")},
     description="Unified QiD law over training tokens, model size and bit width.",
 )
@@ -105,6 +106,7 @@ QID_TOKENS = Law(
     target="delta",
     huber_delta=DEGRADATION_HUBER_DELTA,
     function=qid_tokens,
+    identified_by={"beta": ("D",)},
     paper_params={
         "sec4.1": PaperParams(
             {"b": _unified_at_reference("D"), "beta": TOKENS_EXPONENT}, _ONE_FACTOR_NOTE.format("N = 1B, P = 4")
@@ -120,6 +122,7 @@ QID_SIZE = Law(
     target="delta",
     huber_delta=DEGRADATION_HUBER_DELTA,
     function=qid_size,
+    identified_by={"alpha": ("N",)},
     paper_params={
         "sec4.2": PaperParams(
             {"a": _unified_at_reference("N"), "alpha": SIZE_EXPONENT}, _ONE_FACTOR_NOTE.format("D = 300B, P = 4")
@@ -135,6 +138,7 @@ QID_BITS = Law(
     target="delta",
     huber_delta=DEGRADATION_HUBER_DELTA,
     function=qid_bits,
+    identified_by={"gamma": ("P",)},
     paper_params={
         "sec4.3": PaperParams(
             {"c": _unified_at_reference("P"), "gamma": BITS_EXPONENT}, _ONE_FACTOR_NOTE.format("N = 1B, D = 300B")
@@ -150,6 +154,7 @@ QID_FIXED_BITS = Law(
     target="delta",
     huber_delta=DEGRADATION_HUBER_DELTA,
     function=qid_fixed_bits,
+    identified_by={"alpha": ("N",), "beta": ("D",)},
     paper_params={
         f"{bits}bit": PaperParams(
             {"k": _per_bits_scale(bits), **PER_BITS_EXPONENTS[bits]},

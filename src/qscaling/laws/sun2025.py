@@ -80,6 +80,8 @@ def _folded(**kept):
     return folded
 
 
+# At one N, n/N^alpha is a constant beside epsilon and N^-alpha a factor gamma supplies (likewise d, beta at one D).
+_BASE_IDENTIFIED_BY = {"n": ("N",), "alpha": ("N",), "d": ("D",), "beta": ("D",)}
 _BASE_TABLE2 = {name: TABLE2[name] for name in ("n", "alpha", "d", "beta", "epsilon")}
 
 CAPYBARA = Law(
@@ -89,6 +91,7 @@ CAPYBARA = Law(
     inputs=("N", "D", "E", "M", "B"),
     target="loss",
     function=capybara_loss,
+    identified_by={**_BASE_IDENTIFIED_BY, "delta": ("E",), "nu": ("M",)},
     paper_params={"table2": PaperParams(TABLE2, _TABLE2_SOURCE)},
     description="Loss of FP-quantized training over size, data, exponent and mantissa bits and block size.",
 )
@@ -99,6 +102,7 @@ EXPONENT = Law(
     inputs=("N", "D", "E"),
     target="loss",
     function=exponent_loss,
+    identified_by={**_BASE_IDENTIFIED_BY, "delta": ("E",)},
     paper_params={
         "table2_M1_channel": PaperParams(
             {**_BASE_TABLE2, "gamma_E": _folded(E=True), "delta": TABLE2["delta"]},
@@ -114,6 +118,7 @@ MANTISSA = Law(
     inputs=("N", "D", "M"),
     target="loss",
     function=mantissa_loss,
+    identified_by={**_BASE_IDENTIFIED_BY, "nu": ("M",)},
     paper_params={
         "table2_E1_channel": PaperParams(
             {**_BASE_TABLE2, "gamma_M": _folded(M=True), "nu": TABLE2["nu"]},
@@ -129,6 +134,7 @@ BLOCK = Law(
     inputs=("N", "D", "B"),
     target="loss",
     function=block_loss,
+    identified_by=_BASE_IDENTIFIED_BY,
     paper_params={
         "table2_E1M1": PaperParams({**_BASE_TABLE2, "gamma_B": _folded(B=True)}, f"{_TABLE2_SOURCE} in E1M1 (derived)")
     },
