@@ -21,10 +21,17 @@ WEIGHT_PATTERNS = [
     "pytorch_model.bin.index.json",
 ]
 PYTHIA_TOKENS_PER_STEP = 1024 * 2048  # Pythia: 1024 sequences of 2048 tokens per step (Biderman et al. 2023)
+# The `repo` of your own checkpoints (a study's `source: local`): each revision is then an HF-format directory.
+LOCAL = "local"
 
 
 def fetch_revision(repo: str, revision: str) -> Path:
-    """A directory holding `repo` at `revision` (downloaded to the HF cache on first use)."""
+    """A directory holding `repo` at `revision` (downloaded to the HF cache on first use); for `LOCAL`, the
+    directory `revision` itself."""
+    if repo == LOCAL:
+        if not (Path(revision) / "config.json").is_file():
+            raise FileNotFoundError(f"local model {revision}: no config.json (an HF-format directory is needed)")
+        return Path(revision)
     local = Path(repo)
     if local.is_dir():
         path = local / revision
@@ -51,7 +58,7 @@ def import_revision(repo: str, revision: str, out_dir, *, run_id: str, tokens_se
         "tokens_seen": tokens_seen,
         "milestone_tokens": tokens_seen,
         "step": int(revision.removeprefix("step")) if revision.startswith("step") else None,
-        "spec": {"size": size, "source": "hub"},
+        "spec": {"size": size, "source": LOCAL if repo == LOCAL else "hub"},
         "source": {"repo": repo, "revision": revision, "files": files},
     }
     save_checkpoint(model, out_dir, metadata)

@@ -95,6 +95,19 @@ class Planner:
         plan.revisions.update(revisions)
         return run_id
 
+    def local(self, label: str, tokens: int, path: str) -> str:
+        """Your own HF-format checkpoint at `path`, trained on `tokens` tokens, imported as a checkpoint of `label`."""
+        from qscaling.hub import LOCAL
+
+        run_id = f"local-{label}"
+        plan = self.hub_runs.setdefault(run_id, HubRun(LOCAL, label))
+        if plan.revisions.get(tokens, path) != path:
+            raise ValueError(
+                f"local models: '{label}' at {tokens} tokens names both {plan.revisions[tokens]} and {path}"
+            )
+        plan.revisions[tokens] = path
+        return run_id
+
     def trunk_of(self, run_id: str) -> str | None:
         plan = self.runs.get(run_id)
         return plan.spec.cooldown["trunk"] if plan and plan.spec.cooldown else None

@@ -154,6 +154,33 @@ def with_labels(frame: pd.DataFrame, labels: list[dict]) -> pd.DataFrame:
     return frame.merge(labels.drop(columns=[column for column in labels if column in frame]), how="cross")
 
 
+def check_local_models(key: str, entries) -> None:
+    """`source: local` entries ({label, path, tokens}) name HF-format directories, one path per (label, tokens)."""
+    from pathlib import Path
+
+    from qscaling.config import ConfigError
+
+    if not entries:
+        raise ConfigError(f"config key {key}: source 'local' needs at least one {{label:, path:, tokens:}}")
+    seen = {}
+    for index, entry in enumerate(entries):
+        if not (Path(entry["path"]) / "config.json").is_file():
+            raise ConfigError(f"config key {key}.{index}.path: {entry['path']} is not an HF-format model directory "
+                              "(no config.json)")  # fmt: skip
+        where = seen.setdefault((entry["label"], entry["tokens"]), index)
+        if where != index:
+            raise ConfigError(f"config key {key}.{index}: {entry['label']} at {entry['tokens']} tokens is also "
+                              f"entry {where}")  # fmt: skip
+
+
+def local_evaluations(study: str, entries, planner) -> list[Evaluation]:
+    """One evaluation per `source: local` entry: your own checkpoints imported as sizes of the study."""
+    return [
+        Evaluation(study, planner.local(entry["label"], entry["tokens"], entry["path"]), entry["tokens"])
+        for entry in entries
+    ]
+
+
 def load_study(name: str, block: dict):
     """The module of the study configured as `studies.<name>` (its `module:` key, else qscaling.studies.<name>)."""
     from qscaling.config import ConfigError

@@ -10,7 +10,7 @@ import pandas as pd
 
 from qscaling.config import check_sizes, check_weight_spec
 from qscaling.shape import ModelShape
-from qscaling.studies import Evaluation, Quantization, ptq_scoring, try_fit
+from qscaling.studies import Evaluation, Quantization, check_local_models, local_evaluations, ptq_scoring, try_fit
 from qscaling.studies.claims import claim, positive_parameter_claim, slope_claim
 
 STUDY = "kumar2024"
@@ -25,15 +25,21 @@ def non_embedding_params(config: dict, size: str) -> int:
 def check_config(config: dict) -> None:
     """Sizes, and the weight format at every (method, bits), before any job exists."""
     study, key = config["studies"][STUDY], f"studies.{STUDY}"
-    check_sizes(config, f"{key}.sizes", study["sizes"])
-    check_sizes(config, f"{key}.schedule_ablation.size", study["schedule_ablation"]["size"])
+    if study["source"] == "local":
+        check_local_models(f"{key}.local", study["local"])
+    else:
+        check_sizes(config, f"{key}.sizes", study["sizes"])
+        check_sizes(config, f"{key}.schedule_ablation.size", study["schedule_ablation"]["size"])
     for method in study["methods"]:
         for bits in study["bits"]:
             check_weight_spec(f"{key}.weight_format", method, study["weight_format"], bits=bits)
 
 
 def plan(config: dict, planner) -> list[Evaluation]:
+    """Annealed runs of every (size, budget) in range, or (`source: local`) your own checkpoints as they are."""
     study = config["studies"][STUDY]
+    if study["source"] == "local":
+        return local_evaluations(STUDY, study["local"], planner)
     evaluations = []
     for size in study["sizes"]:
         n = non_embedding_params(config, size)
@@ -63,10 +69,13 @@ def scoring(config: dict, layout):
 
 
 def build_table(rows: pd.DataFrame, settings: dict) -> pd.DataFrame:
-    """Tidy PTQ table: `anneal` names how the model was annealed, `main` marks the study's own schedule."""
+    """Tidy PTQ table: `anneal` names how the model was annealed ("imported" for checkpoints trained elsewhere),
+    `main` marks the study's own schedule (imported checkpoints are the grid there is)."""
     table = rows.copy()
-    table["anneal"] = np.where(table["schedule"] == "cosine", "cosine", "wsd")
-    table["main"] = table["anneal"] == settings["anneal"]
+    table["anneal"] = np.select(
+        [table["schedule"] == "cosine", table["schedule"] == "wsd"], ["cosine", "wsd"], default="imported"
+    )
+    table["main"] = table["anneal"].isin([settings["anneal"], "imported"])
     table["tokens_per_param"] = table["D"] / table["N"]
     table["P_post"] = table["bits"]
     return table.sort_values(["method", "bits", "anneal", "N", "D"]).reset_index(drop=True)

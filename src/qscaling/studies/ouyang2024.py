@@ -12,7 +12,7 @@ import pandas as pd
 from qscaling.config import ConfigError, check_method_spec, check_sizes, check_weight_spec
 from qscaling.laws import LAWS, fit
 from qscaling.plan import log_spaced_tokens
-from qscaling.studies import Evaluation, Job, Quantization, ptq_scoring, try_fit
+from qscaling.studies import Evaluation, Job, Quantization, check_local_models, local_evaluations, ptq_scoring, try_fit
 from qscaling.studies.claims import positive_parameter_claim, slope_claim
 
 STUDY = "ouyang2024"
@@ -30,6 +30,8 @@ def check_config(config: dict) -> None:
     study, key = config["studies"][STUDY], f"studies.{STUDY}"
     if study["source"] == "train":
         check_sizes(config, f"{key}.sizes", study["sizes"])
+    if study["source"] == "local":
+        check_local_models(f"{key}.local", study["local"])
     if study["source"] == "hub" and not study["hub"]:
         raise ConfigError(f"config key {key}.hub: source 'hub' needs {{models:, steps:, tokens_per_step:}}")
     if study["first_checkpoint"] >= study["last_checkpoint"]:
@@ -41,8 +43,11 @@ def check_config(config: dict) -> None:
 
 
 def plan(config: dict, planner) -> list[Evaluation]:
-    """Trunk checkpoints of our ladder, or (`source: hub`, paper scale) released Pythia revisions."""
+    """Trunk checkpoints of our ladder, (`source: hub`, paper scale) released Pythia revisions, or (`source:
+    local`) your own checkpoints."""
     study = config["studies"][STUDY]
+    if study["source"] == "local":
+        return local_evaluations(STUDY, study["local"], planner)
     if study["source"] == "hub":
         hub = study["hub"]
         revisions = {step * hub["tokens_per_step"]: f"step{step}" for step in hub["steps"]}
