@@ -49,11 +49,20 @@ def test_local_entries_are_checked_before_any_job(tmp_path):
     config["studies"]["kumar2024"].update(source="local", local=None)
     with pytest.raises(ConfigError, match="studies.kumar2024.local: source 'local' needs at least one"):
         resolve_config(config)
-    config["studies"]["kumar2024"]["local"] = [{"label": "mine", "path": str(tmp_path), "tokens": 10}]
+    config["studies"]["kumar2024"]["local"] = [{"label": "mine", "path": str(tmp_path), "repo": "org/m", "tokens": 10}]
+    with pytest.raises(ConfigError, match=r"studies.kumar2024.local.0: give either path .* or repo"):
+        resolve_config(config)
+    config["studies"]["kumar2024"]["local"] = [
+        {"label": "mine", "path": str(tmp_path), "tokens": 10},
+        {"label": "theirs", "repo": "org/model", "revision": "step9", "tokens": 20},
+    ]
     resolved = resolve_config(config)
     planner, evaluations = plan_all(resolved, corpus_id(resolved))
-    assert [(e.run, e.tokens) for e in evaluations["kumar2024"]] == [("local-mine", 10)]
+    assert [(e.run, e.tokens) for e in evaluations["kumar2024"]] == [("local-mine", 10), ("hub-theirs", 20)]
     assert planner.hub_runs["local-mine"].revisions == {10: str(tmp_path)}
+    assert planner.hub_runs["hub-theirs"].repo == "org/model" and planner.hub_runs["hub-theirs"].revisions == {
+        20: "step9"
+    }
 
 
 @pytest.mark.slow

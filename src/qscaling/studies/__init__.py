@@ -155,7 +155,8 @@ def with_labels(frame: pd.DataFrame, labels: list[dict]) -> pd.DataFrame:
 
 
 def check_local_models(key: str, entries) -> None:
-    """`source: local` entries ({label, path, tokens}) name HF-format directories, one path per (label, tokens)."""
+    """`source: local` entries ({label, path | repo [revision], tokens}) name HF-format directories or hub ids, one
+    checkpoint per (label, tokens); a hub id is fetched by its job, where a hub is reachable."""
     from pathlib import Path
 
     from qscaling.config import ConfigError
@@ -164,7 +165,9 @@ def check_local_models(key: str, entries) -> None:
         raise ConfigError(f"config key {key}: source 'local' needs at least one {{label:, path:, tokens:}}")
     seen = {}
     for index, entry in enumerate(entries):
-        if not (Path(entry["path"]) / "config.json").is_file():
+        if ("path" in entry) == ("repo" in entry):
+            raise ConfigError(f"config key {key}.{index}: give either path (a local directory) or repo (a hub id)")
+        if "path" in entry and not (Path(entry["path"]) / "config.json").is_file():
             raise ConfigError(f"config key {key}.{index}.path: {entry['path']} is not an HF-format model directory "
                               "(no config.json)")  # fmt: skip
         where = seen.setdefault((entry["label"], entry["tokens"]), index)
@@ -175,10 +178,14 @@ def check_local_models(key: str, entries) -> None:
 
 def local_evaluations(study: str, entries, planner) -> list[Evaluation]:
     """One evaluation per `source: local` entry: your own checkpoints imported as sizes of the study."""
-    return [
-        Evaluation(study, planner.local(entry["label"], entry["tokens"], entry["path"]), entry["tokens"])
-        for entry in entries
-    ]
+    evaluations = []
+    for entry in entries:
+        if "path" in entry:
+            run = planner.local(entry["label"], entry["tokens"], entry["path"])
+        else:
+            run = planner.hub(entry["repo"], entry["label"], {entry["tokens"]: entry.get("revision", "main")})
+        evaluations.append(Evaluation(study, run, entry["tokens"]))
+    return evaluations
 
 
 def load_study(name: str, block: dict):
