@@ -82,14 +82,17 @@ def scoring(config: dict, layout):
 
 def jobs(config: dict, evaluations: list, layout) -> list[Job]:
     """Fig. 12's table: weight change between adjacent checkpoints of every run the study scores."""
-    runs = sorted({e.run for e in evaluations})
+    milestones = {}
+    for evaluation in evaluations:
+        milestones.setdefault(evaluation.run, set()).add(evaluation.tokens)
+    runs = sorted(milestones)
     return [
         Job(
             "weight_changes",
             "qscaling.studies.ouyang2024:weight_changes_job",
             inputs={"summaries": [layout.run_summary(run) for run in runs]},
             outputs={"weight_changes": layout.table(STUDY, "weight_changes")},
-            params={"milestones": sorted({e.tokens for e in evaluations})},
+            params={"milestones": [sorted(milestones[run]) for run in runs]},
             message="Measuring weight change between adjacent checkpoints",
         )
     ]
@@ -204,9 +207,9 @@ def weight_changes_job(inputs: dict, outputs: dict, params: dict) -> None:
     from qscaling.train import milestone_name
 
     frames = []
-    for summary in inputs["summaries"]:
+    for summary, milestones in zip(inputs["summaries"], params["milestones"]):
         run_dir = Path(summary).parent
-        frames.append(weight_changes([run_dir / "checkpoints" / milestone_name(m) for m in params["milestones"]]))
+        frames.append(weight_changes([run_dir / "checkpoints" / milestone_name(m) for m in milestones]))
     write_table(pd.concat(frames, ignore_index=True), outputs["weight_changes"])
 
 
