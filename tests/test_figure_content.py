@@ -107,17 +107,21 @@ def test_kumar_ptq_grids_draw_every_size_bit_width_and_point(kumar_inputs, figur
     rows = table[(table["split"] == "val") & table["main"] & table["method"].isin([method, "none"])]
     sizes = sorted(rows["N"].unique())
     axes = drawn(getattr(kumar2024, figure)(tables, fits))
-    assert len(axes) == 2 * len(sizes)  # top row: loss per size; bottom row: δ_PTQ per size
+    assert len(axes) == 2 * len(sizes)  # top row: δ_PTQ (linear) per size; bottom row: δ_PTQ > 0 (log) per size
     for column, n in enumerate(sizes):
         top, bottom = axes[column], axes[len(sizes) + column]
-        size_rows = rows[rows["N"] == n]
-        # One line per bit width (and the unquantized baseline), through every checkpoint's loss.
-        expected = [as_points(bits_rows, "tokens_per_param", "loss") for _, bits_rows in size_rows.groupby("bits")]
-        assert_same_series(data_lines(top), expected)
-        quantized = size_rows[(size_rows["bits"] < 16) & (size_rows["delta"] > 0)]
+        size_rows = rows[(rows["N"] == n) & (rows["bits"] < 16)]
+        # One line per bit width through every checkpoint's δ.
+        expected = [as_points(bits_rows, "tokens_per_param", "delta") for _, bits_rows in size_rows.groupby("bits")]
+        series = [zip(line["x"], line["y"]) for line in top["lines"] if line["label"].startswith("INT")]
+        assert_same_series([tuple(points) for points in series], expected)
+        quantized = size_rows[size_rows["delta"] > 0]
         assert_same_series([markers(bottom)], [as_points(quantized, "tokens_per_param", "delta")])
-        # The fitted δ_PTQ law: one curve per bit width that has a point.
-        assert len(data_lines(bottom)) == (quantized["bits"].nunique() if f"ptq_{method}" in fits else 0)
+        # The fitted δ_PTQ law: one curve per bit width that has a point; and the paper's exponent as a guide.
+        fitted = [line for line in bottom["lines"] if line["label"].startswith("this run's fit")]
+        guides = [line for line in bottom["lines"] if line["label"].startswith("paper D^")]
+        assert len(fitted) == (quantized["bits"].nunique() if f"ptq_{method}" in fits else 0)
+        assert len(guides) == 1 and len(data_lines(bottom)) == len(fitted) + 1
 
 
 def test_kumar_fig2_is_drawn_from_the_gptq_rows_only(kumar_inputs):
