@@ -37,6 +37,8 @@ from qscaling.studies.claims import cannot_fail_claim, claim, verdict_from_inter
 from qscaling.tasks import TASKS
 
 STUDY = "ahmadian2023"
+# The weight-decay claim reads the optimizer recipe (lr, warmup, batch) to say whether decay had steps to act.
+SHARED_SETTINGS = ("training",)
 FACTORS = ("weight_decay", "dropout", "grad_clip", "precision")
 PRECISIONS = ("fp32", "bf16", "fp16")
 # Forward-pass rounding that emulates each 16-bit format on CPU (bf16 = E8M7, fp16 = E5M10; unscaled casts,
