@@ -47,14 +47,6 @@ UNIT_SUFFIX = re.compile(r"\d\s?[kMGBT](?![A-Za-z])")
 SPECS = [spec for module in figure_modules() for spec in declared_figures(module)]
 # Modules being rewritten elsewhere: what still fails in each, for whoever finishes them to remove.
 # (series_palette gives a sequential palette without the pale end.)
-STILL_FAILING = {
-    "ouyang2024_fig7": "faint series: the lightest colour of seaborn's default hue='bits' palette, RGB (0.93, 0.82, "
-    "0.80), contrast 1.44 on white, on the scatter of both panels",
-    "ouyang2024_fig8": "faint series: palette='mako' ends near white, RGB (0.87, 0.96, 0.90), contrast 1.15, on the "
-    "lines and markers of the highest bit width in both panels",
-    "ouyang2024_fig11": "faint series: palette='mako' at alpha 0.6 shows the lightest bit width's markers as RGB "
-    "(0.92, 0.98, 0.94), contrast 1.09",
-}
 
 
 def artifact_path(artifact: str) -> Path:
@@ -294,15 +286,7 @@ def layout_problems(fig, tidy=True) -> dict[str, list[str]]:
     return {name: problems for name, problems in found.items() if problems}
 
 
-def figure_case(spec):
-    if spec.target in STILL_FAILING:
-        return pytest.param(
-            spec, id=spec.target, marks=pytest.mark.xfail(strict=True, reason=STILL_FAILING[spec.target])
-        )
-    return pytest.param(spec, id=spec.target)
-
-
-@pytest.mark.parametrize("spec", [figure_case(spec) for spec in SPECS])
+@pytest.mark.parametrize("spec", SPECS, ids=[spec.target for spec in SPECS])
 def test_figure_layout_is_legible(spec):
     tables, fits = reference_inputs(spec)
     problems = layout_problems(resolve_function(spec.function)(tables, fits))
@@ -310,7 +294,7 @@ def test_figure_layout_is_legible(spec):
 
 
 def test_every_declared_figure_is_checked():
-    assert len(SPECS) > 30 and set(STILL_FAILING) <= {spec.target for spec in SPECS}
+    assert len(SPECS) > 30
 
 
 # The checks themselves: each finds the defect it names on a small figure made to have it, and the tidying

@@ -9,7 +9,7 @@ import seaborn as sns
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLocator
 from mpl_toolkits.axes_grid1.inset_locator import inset_axes
 
-from qscaling.figures import add_footer, compact_number, figure, new_figure
+from qscaling.figures import add_footer, compact_number, figure, new_figure, series_palette
 from qscaling.laws import LAWS, compare_sources
 from qscaling.laws import ouyang2024 as law
 
@@ -313,9 +313,11 @@ def fig7(tables, fits):
     rows = rows.assign(predicted_qid=qid.predict(rows.assign(P=rows["bits"])))
     rows = rows.assign(predicted=kaplan.predict(rows) + rows["predicted_qid"])
     loss_ax, gap_ax = axes[0]
-    sns.scatterplot(rows, x="predicted", y="loss", hue="bits", style="size", ax=loss_ax, legend=False)
+    bits = sorted(rows["bits"].unique())
+    palette = dict(zip(bits, series_palette("rocket", len(bits))))
+    sns.scatterplot(rows, x="predicted", y="loss", hue="bits", style="size", palette=palette, ax=loss_ax, legend=False)
     positive = rows[rows["delta"] > 0]
-    sns.scatterplot(positive, x="predicted_qid", y="delta", hue="bits", style="size", ax=gap_ax)
+    sns.scatterplot(positive, x="predicted_qid", y="delta", hue="bits", style="size", palette=palette, ax=gap_ax)
     for ax, (low, high) in (
         (loss_ax, (rows["loss"].min(), rows["loss"].max())),
         (gap_ax, (positive[["delta", "predicted_qid"]].min().min(), positive[["delta", "predicted_qid"]].max().max())),
@@ -343,10 +345,20 @@ def fig8(tables, fits):
     """QiD on the in-domain held-out set and on out-of-domain technical English."""
     rows = pd.concat([_gptq(tables, "val"), _gptq(tables, "ood")])
     fig, axes = _panels(2, sharey=True)
+    bits = sorted(rows["bits"].unique())
+    palette = dict(zip(bits, series_palette("mako", len(bits))))
     for ax, split in zip(axes[0], ("val", "ood")):
         subset = rows[rows["split"] == split]
         sns.lineplot(
-            subset, x="D", y="delta", hue="bits", style="size", marker="o", ax=ax, legend=split == "val", palette="mako"
+            subset,
+            x="D",
+            y="delta",
+            hue="bits",
+            style="size",
+            marker="o",
+            ax=ax,
+            legend=split == "val",
+            palette=palette,
         )
         ax.set(
             xscale="log",
@@ -400,7 +412,9 @@ def fig11(tables, fits):
     rows = _gptq(tables)
     fig, axes = new_figure(width=4.6, height=3.4)
     ax = axes[0][0]
-    sns.scatterplot(rows, x="D", y="N", hue="bits", size="delta", sizes=(10, 300), palette="mako", alpha=0.6, ax=ax)
+    bits = sorted(rows["bits"].unique())
+    palette = dict(zip(bits, series_palette("mako", len(bits))))
+    sns.scatterplot(rows, x="D", y="N", hue="bits", size="delta", sizes=(10, 300), palette=palette, alpha=0.8, ax=ax)
     ax.set(
         xscale="log",
         yscale="log",
