@@ -45,8 +45,6 @@ EXPONENT = re.compile(r"\d[eE][+-]?\d|10\^|\\times|×\s*10")
 UNIT_SUFFIX = re.compile(r"\d\s?[kMGBT](?![A-Za-z])")
 
 SPECS = [spec for module in figure_modules() for spec in declared_figures(module)]
-# Modules being rewritten elsewhere: what still fails in each, for whoever finishes them to remove.
-# (series_palette gives a sequential palette without the pale end.)
 
 
 def artifact_path(artifact: str) -> Path:
