@@ -141,98 +141,103 @@ def test_attach_labels_repeats_a_shared_run_under_each_variant():
     assert sorted(table["factor"].unique()) == ["grad_clip", "weight_decay"]
 
 
-def synthetic_table(sensitive: bool, seed_spread: float = 0.0) -> pd.DataFrame:
-    """Final W8A8/W4 rows where degradation follows the paper (sensitive=True) or its opposite, and the final
-    recipe's W8A8 δ over three seeds, `seed_spread` apart."""
+SYNTHETIC_LEVELS = [  # (factor, level, group, badness: how much the paper says the level hurts W8A8)
+    ("weight_decay", "0.001", "", 3.0),
+    ("weight_decay", "0.01", "", 2.0),
+    ("weight_decay", "0.1", "", 1.0),
+    ("dropout", "0", "", 1.0),
+    ("dropout", "0.4", "", 2.0),
+    ("dropout", "0.8", "", 3.0),
+    ("grad_clip", "none", "", 3.0),
+    ("grad_clip", "1", "", 1.0),
+    ("precision", "bf16", "wd 0.1", 1.0),
+    ("precision", "fp16", "wd 0.1", 2.5),
+]
+# 6.0-rule counts of the ablation runs, unrelated to their badness (Spearman ρ = −0.18)
+SYNTHETIC_OUTLIER_COUNTS = [0, 1, 1, 0, 2, 0, 1, 0, 2, 1]
+SIZES = {"N25k": 25_000, "N50k": 50_000}
+
+
+def synthetic_row(run, factor, level, method, delta, *, group="", size="N50k", badness=1.0, outliers=0) -> dict:
+    return {
+        "run": run,
+        "factor": factor,
+        "level": level,
+        "group": group,
+        "final": True,
+        "method": method,
+        "base_loss": 5.0,
+        "loss": 5.0 + delta,
+        "delta": delta,
+        "delta_se": 0.0 if method == "none" else 1e-5,
+        "pct_change": -badness if factor in study.FACTORS else 0.0,
+        "gain_std": badness,
+        "rmse": badness,
+        "outliers_llm_int8": outliers,
+        "size": size,
+        "N": SIZES[size],
+    }
+
+
+def synthetic_table(sensitive: bool, seed_spread: float = 0.0, seeds: int = 2) -> pd.DataFrame:
+    """Final rows where W8A8 degradation follows the paper (sensitive=True) or its opposite: the one-factor
+    ablations (unquantized, W8A8 and a W4 twenty times worse), the final and outlier-prone recipes at two sizes,
+    and the final recipe's W8A8 δ over `seeds` more seeds, `seed_spread` apart."""
     sign = 1.0 if sensitive else -1.0
-    levels = [
-        ("weight_decay", "0.001", "", 3.0),
-        ("weight_decay", "0.01", "", 2.0),
-        ("weight_decay", "0.1", "", 1.0),
-        ("dropout", "0", "", 1.0),
-        ("dropout", "0.4", "", 2.0),
-        ("dropout", "0.8", "", 3.0),
-        ("grad_clip", "none", "", 3.0),
-        ("grad_clip", "1", "", 1.0),
-        ("precision", "bf16", "wd 0.1", 1.0),
-        ("precision", "fp16", "wd 0.1", 2.5),
-    ]
     rows = []
-    for index, (factor, level, group, badness) in enumerate(levels):
-        delta = 1e-3 * (2 + sign * badness)
-        for method, scale in (("w8a8", 1.0), ("rtn", 20.0)):
-            rows.append(
-                {
-                    "run": f"run{index}",
-                    "factor": factor,
-                    "level": level,
-                    "group": group,
-                    "final": True,
-                    "method": method,
-                    "delta": delta * scale,
-                    "delta_se": 1e-5,
-                    "pct_change": -badness,
-                    "gain_std": badness,
-                    "rmse": badness + 0.1 * index,
-                    "outliers_llm_int8": 0,
-                    "size": "N50k",
-                }
-            )
-    rows.append(
-        {
-            "run": "recipe",
-            "factor": "recipe",
-            "level": "final",
-            "group": "",
-            "final": True,
-            "method": "none",
-            "delta": 0.0,
-            "delta_se": 0.0,
-            "pct_change": 0.0,
-            "gain_std": 1.0,
-            "rmse": 1.0,
-            "outliers_llm_int8": 0,
-            "size": "N50k",
-        }
-    )
-    for run, factor, level, offset in (
-        ("recipe", "recipe", "final", 0),
-        ("seed1", "seed", "1", 1),
-        ("seed2", "seed", "2", -1),
+    for index, ((factor, level, group, badness), outliers) in enumerate(
+        zip(SYNTHETIC_LEVELS, SYNTHETIC_OUTLIER_COUNTS, strict=True)
     ):
-        rows.append(
-            {
-                "run": run,
-                "factor": factor,
-                "level": level,
-                "group": "",
-                "final": True,
-                "method": "w8a8",
-                "delta": 2e-3 + offset * seed_spread,
-                "delta_se": 1e-5,
-                "pct_change": 0.0,
-                "gain_std": 1.0,
-                "rmse": 1.0,
-                "outliers_llm_int8": 0,
-                "size": "N50k",
-            }
-        )
+        delta = 1e-3 * (2 + sign * badness)
+        for method, scale in (("none", 0.0), ("w8a8", 1.0), ("rtn", 20.0)):
+            rows.append(
+                synthetic_row(
+                    f"run{index}",
+                    factor,
+                    level,
+                    method,
+                    delta * scale,
+                    group=group,
+                    badness=badness + 0.1 * index,
+                    outliers=outliers,
+                )
+            )
+    for size in SIZES:
+        for factor, level, delta in (
+            ("recipe", "final", 2e-3),
+            ("outlier_prone", "outlier-prone", 2e-3 + sign * 1.5e-3),  # the paper: outlier-prone degrades more
+        ):
+            run = "recipe" if (factor, size) == ("recipe", "N50k") else f"{factor}-{size}"
+            rows += [
+                synthetic_row(run, factor, level, method, d, size=size) for method, d in (("none", 0), ("w8a8", delta))
+            ]
+    offsets = [1, -1][:seeds]
+    rows += [
+        synthetic_row(f"seed{i}", "seed", str(i), "w8a8", 2e-3 + o * seed_spread) for i, o in enumerate(offsets, 1)
+    ]
     return pd.DataFrame(rows)
 
 
+def ahmadian_settings(config: dict) -> dict:
+    """What the claims read: the study's block and the training recipe its runs follow."""
+    return {**config["studies"]["ahmadian2023"], "training": config["training"]}
+
+
+def by_claim(claims: list[dict], words: str) -> dict:
+    (row,) = [row for row in claims if words in row["claim"]]
+    return row
+
+
 def test_claims_follow_the_data(default_config):
-    verdicts = [
-        row["verdict"]
-        for row in study.claims({"table": synthetic_table(True)}, {}, default_config["studies"]["ahmadian2023"])
-    ]
-    assert verdicts == ["reproduced"] * 8
-    opposite = [
-        row["verdict"]
-        for row in study.claims({"table": synthetic_table(False)}, {}, default_config["studies"]["ahmadian2023"])
-    ]
-    assert opposite[:4] == ["not reproduced"] * 4 and opposite[6:] == ["not reproduced"] * 2
+    # At lr 0.3, Σ lr·wd over the 74 steps is ≈ 1.8 at wd 0.1: weight decay can act, so its trend decides.
+    settings = {**ahmadian_settings(default_config), "training": {**default_config["training"], "lr": 0.3}}
+    verdicts = [row["verdict"] for row in study.claims({"table": synthetic_table(True)}, {}, settings)]
+    assert verdicts == ["reproduced"] * 9
+    opposite = [row["verdict"] for row in study.claims({"table": synthetic_table(False)}, {}, settings)]
+    assert opposite[:4] == ["not reproduced"] * 4 and opposite[6:] == ["not reproduced"] * 3
     assert opposite[4] == "reproduced"  # W4 still costs more than W8A8 in the opposite world
-    empty = study.claims({"table": synthetic_table(True).iloc[:0]}, {}, default_config["studies"]["ahmadian2023"])
+    assert opposite[5] == "reproduced"  # the 6.0 rule's counts are unrelated to δ in both worlds
+    empty = study.claims({"table": synthetic_table(True).iloc[:0]}, {}, settings)
     assert all(row["verdict"] == "inconclusive" for row in empty)
 
 
@@ -243,9 +248,81 @@ def test_a_difference_between_runs_inside_the_seed_spread_is_inconclusive(defaul
     noise = study.seed_noise(table, default_config["studies"]["ahmadian2023"])
     assert noise.seeds == 3 and noise.sd == pytest.approx(1e-2)
     claims = study.claims({"table": table}, {}, default_config["studies"]["ahmadian2023"])
-    assert [row["verdict"] for row in claims[:4]] == ["inconclusive"] * 4
-    assert all("σ_seed = 1.0e-02 over 3 seeds" in row["ci"] for row in claims[:4])
+    between_runs = [*claims[:4], claims[8]]
+    assert [row["verdict"] for row in between_runs] == ["inconclusive"] * 5
+    assert all("σ_seed = 1.0e-02 over 3 seeds" in row["ci"] for row in between_runs)
     assert claims[4]["verdict"] == "reproduced" and "paired evaluation noise" in claims[4]["ci"]
+
+
+def test_one_seed_gives_no_verdict_between_runs(default_config):
+    """With the recipe on one seed only evaluation noise is known: the same clear effects get no verdict."""
+    table = synthetic_table(True, seeds=0)
+    claims = study.claims({"table": table}, {}, default_config["studies"]["ahmadian2023"])
+    for row in [*claims[:4], claims[8]]:
+        assert row["verdict"] == "inconclusive" and "no verdict between runs" in row["ci"], row["claim"]
+    assert claims[4]["verdict"] == "reproduced"  # W4 vs W8A8 is paired on each checkpoint: no seed noise in it
+
+
+def test_identical_clipped_and_unclipped_runs_are_not_exercised(default_config):
+    """Clipping that never triggers leaves the clipped run bit-identical to the unclipped one."""
+    table = synthetic_table(True)
+    unclipped = table[(table["factor"] == "grad_clip") & (table["level"] == "none")]
+    clipped = table.index[(table["factor"] == "grad_clip") & (table["level"] == "1")]
+    columns = ["base_loss", "loss", "delta", "delta_se"]
+    table.loc[clipped, columns] = unclipped[columns].to_numpy()
+    row = by_claim(study.claims({"table": table}, {}, ahmadian_settings(default_config)), "Gradient clipping")
+    assert row["verdict"] == "inconclusive"
+    assert row["statistic"].startswith("not exercised: clipped and unclipped runs identical")
+    table.loc[clipped[table.loc[clipped, "method"] == "w8a8"], "loss"] += 1e-12  # one bit apart: compared again
+    row = by_claim(study.claims({"table": table}, {}, ahmadian_settings(default_config)), "Gradient clipping")
+    assert row["statistic"].startswith("W8A8 loss δ(none) − δ(1)")
+
+
+def test_an_outlier_rule_that_counts_zero_everywhere_cannot_fail(default_config):
+    table = synthetic_table(True).assign(outliers_llm_int8=0, **{"outliers_threshold_4.2": 0, "outliers_zscore_4": 0})
+    row = by_claim(study.claims({"table": table}, {}, ahmadian_settings(default_config)), "6.0 rule")
+    assert row["verdict"] == "inconclusive"
+    assert (
+        "every rule (llm_int8, threshold_4.2, zscore_4) counts 0 outlier dims in all 14 scored runs" in row["statistic"]
+    )
+    table.loc[table["factor"] == "outlier_prone", "outliers_llm_int8"] = 3  # the rule finds dims somewhere
+    row = by_claim(study.claims({"table": table}, {}, ahmadian_settings(default_config)), "6.0 rule")
+    assert row["verdict"] == "reproduced"
+
+
+def test_weight_decay_that_cannot_act_in_the_runs_steps_is_not_exercised(default_config):
+    """Default: 600k tokens of 32 × 256 are 74 steps; the lr warms up over 250k tokens (31 steps) to 3e-3, so
+    Σ lr·wd at wd 0.1 is ≈ 0.018, a tenth of what weight decay needs to act. The trend itself is clear."""
+    steps, mean_lr = study.decay_budget(default_config["training"], 600_000)
+    warmup = [3e-3 * (i + 1) * 8192 / (250_000 + 8192) for i in range(31)]  # lr_at's linear warmup, by hand
+    assert steps == 74 and mean_lr == pytest.approx((sum(warmup) + 43 * 3e-3) / 74)
+    assert mean_lr * 0.1 * steps == pytest.approx(0.0176, abs=1e-4)
+    row = study.claims({"table": synthetic_table(True)}, {}, ahmadian_settings(default_config))[0]
+    assert row["verdict"] == "inconclusive"
+    assert row["statistic"].startswith("not exercised: lr·wd·steps = 2.38e-03 · 0.1 · 74 = 0.018")
+    longer = {**ahmadian_settings(default_config), "tokens": 6_000_000}  # 733 steps: Σ lr·wd ≈ 0.21
+    assert study.claims({"table": synthetic_table(True)}, {}, longer)[0]["verdict"] == "reproduced"
+
+
+def test_outlier_prone_ratio_is_reported_per_size(default_config):
+    """δ(outlier-prone) / δ(final) at each size, smallest first, each with its Fieller interval."""
+    settings = ahmadian_settings(default_config)
+    row = by_claim(study.claims({"table": synthetic_table(False)}, {}, settings), "outlier-prone recipe")
+    assert row["verdict"] == "not reproduced"  # 0.25× the final recipe's δ: the opposite of the paper
+    assert row["statistic"].startswith(
+        "W8A8 loss δ outlier-prone / final: N25k 0.25 [0.24, 0.26]; N50k 0.25 [0.24, 0.26]"
+    )
+    assert "mean δ difference = -1.50e-03 nats" in row["statistic"]
+
+
+def test_ratio_interval_is_fiellers():
+    assert study.ratio_interval(2.0, 0.0, 1.0, 0.0) == pytest.approx((2.0, 2.0))
+    a, var_a, b, var_b = 2.0, 0.04, 4.0, 0.09
+    low, high = study.ratio_interval(a, var_a, b, var_b)
+    grid = np.linspace(-1, 2, 300_001)  # every ratio the 95 % test does not reject, by brute force
+    kept = grid[np.abs(a - grid * b) <= 1.96 * np.sqrt(var_a + grid**2 * var_b)]
+    assert low == pytest.approx(kept.min(), abs=1e-5) and high == pytest.approx(kept.max(), abs=1e-5)
+    assert study.ratio_interval(1.0, 0.01, 0.1, 0.01) is None  # denominator within its noise of zero
 
 
 def test_released_opt_checkpoint_is_scored_with_its_own_tokenizer(tmp_path):
@@ -320,7 +397,7 @@ def test_smoke_dag_builds_every_ahmadian_target(smoke_runs):
         assert (first / path).read_bytes() == (second / path).read_bytes(), path
     claims = pd.read_csv(first / "results" / "claims.csv")
     mine = claims[claims["study"] == "ahmadian2023"]
-    assert len(mine) == 8 and set(mine["verdict"]) <= {"reproduced", "not reproduced", "inconclusive"}
+    assert len(mine) == 9 and set(mine["verdict"]) <= {"reproduced", "not reproduced", "inconclusive"}
     table = pd.read_parquet(first / "results" / "tables" / "ahmadian2023.parquet")
     assert {"none", "w8a8", "rtn"} == set(table["method"]) and table["mean_acc"].between(0, 1).all()
     assert table.loc[table["factor"] == "precision", "emulated"].all()  # CPU: bf16/fp16 are emulated

@@ -107,17 +107,21 @@ def test_kumar_ptq_grids_draw_every_size_bit_width_and_point(kumar_inputs, figur
     rows = table[(table["split"] == "val") & table["main"] & table["method"].isin([method, "none"])]
     sizes = sorted(rows["N"].unique())
     axes = drawn(getattr(kumar2024, figure)(tables, fits))
-    assert len(axes) == 2 * len(sizes)  # top row: loss per size; bottom row: δ_PTQ per size
+    assert len(axes) == 2 * len(sizes)  # top row: δ_PTQ (linear) per size; bottom row: δ_PTQ > 0 (log) per size
     for column, n in enumerate(sizes):
         top, bottom = axes[column], axes[len(sizes) + column]
-        size_rows = rows[rows["N"] == n]
-        # One line per bit width (and the unquantized baseline), through every checkpoint's loss.
-        expected = [as_points(bits_rows, "tokens_per_param", "loss") for _, bits_rows in size_rows.groupby("bits")]
-        assert_same_series(data_lines(top), expected)
-        quantized = size_rows[(size_rows["bits"] < 16) & (size_rows["delta"] > 0)]
+        size_rows = rows[(rows["N"] == n) & (rows["bits"] < 16)]
+        # One line per bit width through every checkpoint's δ.
+        expected = [as_points(bits_rows, "tokens_per_param", "delta") for _, bits_rows in size_rows.groupby("bits")]
+        series = [zip(line["x"], line["y"]) for line in top["lines"] if line["label"].startswith("INT")]
+        assert_same_series([tuple(points) for points in series], expected)
+        quantized = size_rows[size_rows["delta"] > 0]
         assert_same_series([markers(bottom)], [as_points(quantized, "tokens_per_param", "delta")])
-        # The fitted δ_PTQ law: one curve per bit width that has a point.
-        assert len(data_lines(bottom)) == (quantized["bits"].nunique() if f"ptq_{method}" in fits else 0)
+        # The fitted δ_PTQ law: one curve per bit width that has a point; and the paper's exponent as a guide.
+        fitted = [line for line in bottom["lines"] if line["label"].startswith("this run's fit")]
+        guides = [line for line in bottom["lines"] if line["label"].startswith("paper D^")]
+        assert len(fitted) == (quantized["bits"].nunique() if f"ptq_{method}" in fits else 0)
+        assert len(guides) == 1 and len(data_lines(bottom)) == len(fitted) + 1
 
 
 def test_kumar_fig2_is_drawn_from_the_gptq_rows_only(kumar_inputs):
@@ -145,6 +149,9 @@ def test_kumar_fig1_left_draws_the_smallest_model_per_bit_width(kumar_inputs):
     assert_same_series([stars], [[(b["tokens_per_param"], b["loss"]) for b in best if b["D"] < rows["D"].max()]])
 
 
+GUIDE = ouyang2024.GUIDE_LABEL  # Fig. 3's slope guide: the paper's exponent, not a fit
+
+
 @pytest.fixture(scope="module")
 def ouyang_inputs():
     tables = {
@@ -155,17 +162,21 @@ def ouyang_inputs():
     return tables, reference_fits("ouyang2024")
 
 
-def test_ouyang_fig2_draws_each_size_and_bit_width_across_training(ouyang_inputs):
+def test_ouyang_fig2_draws_each_size_and_bit_widths_qid_gap_with_the_losses_inset(ouyang_inputs):
     tables, fits = ouyang_inputs
     table = tables["evals"]
     rows = table[(table["split"] == "val") & table["method"].isin(["gptq", "none"])]
+    gaps = rows[(rows["method"] == "gptq") & (rows["delta"] > 0)]
     sizes = sorted(rows["N"].unique())
     axes = drawn(ouyang2024.fig2(tables, fits))
-    assert len(axes) == len(sizes)
-    for panel, n in zip(axes, sizes):
+    panels, insets = axes[: len(sizes)], axes[len(sizes) :]
+    assert len(insets) == len(sizes)
+    for panel, inset, n in zip(panels, insets, sizes):
+        assert panel["yscale"] == "log"
+        size_gaps = gaps[gaps["N"] == n]
+        assert_same_series(data_lines(panel), [as_points(g, "D", "delta") for _, g in size_gaps.groupby("bits")])
         size_rows = rows[rows["N"] == n]
-        expected = sorted(as_points(bits_rows, "D", "loss") for _, bits_rows in size_rows.groupby("bits"))
-        assert_same_series(data_lines(panel), expected)
+        assert_same_series(data_lines(inset), [as_points(g, "D", "loss") for _, g in size_rows.groupby("bits")])
 
 
 @pytest.mark.parametrize(
@@ -184,7 +195,8 @@ def test_ouyang_one_factor_figures_draw_every_gptq_qid_and_fit(ouyang_inputs, fi
         # The one-factor fits of this law have a column per grouping factor; a law with no fits has none.
         fits_here = fitted[fitted["law"] == law]
         fits_here = fits_here[fits_here[panel_by] == value] if len(fits_here) else fits_here
-        assert len(data_lines(panel)) == len(fits_here)
+        fit_lines = [line for line in panel["lines"] if line["x"] and line["label"] != GUIDE]
+        assert len(fit_lines) == len(fits_here)
 
 
 def test_ouyang_fig3_draws_a_fit_line_per_one_factor_fit(ouyang_inputs):
@@ -198,7 +210,7 @@ def test_ouyang_fig3_draws_a_fit_line_per_one_factor_fit(ouyang_inputs):
     axes = drawn(ouyang2024.fig3({**tables, "one_factor": one_factor}, fits))
     assert len(axes) == groups["N"].nunique()
     for panel, (_, group) in zip(axes, groups.groupby("N")):
-        lines = data_lines(panel)
+        lines = [tuple(zip(ln["x"], ln["y"])) for ln in panel["lines"] if ln["x"] and ln["label"] != GUIDE]
         assert len(lines) == len(group)
         for line in lines:
             D, delta = np.array(line).T

@@ -41,39 +41,142 @@ def new_figure(ncols: int = 1, nrows: int = 1, *, width: float = 4.0, height: fl
     return plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows), squeeze=False, **kwargs)
 
 
+# Marks the text `add_footer` makes, so `tidy_figure` can find it and move it under everything else.
+FOOTER_GID = "qscaling-footer"
+# WCAG 2 contrast ratio a series colour keeps against the white axes background (see `series_palette`).
+MIN_SERIES_CONTRAST = 1.5
+
+
 def add_footer(fig, text: str) -> None:
-    """A small note under the axes: which constants, data or scale produced the figure."""
-    # Below the figure's own area: saving with bbox_inches="tight" grows the canvas to include it, so it never
-    # overlaps the x label.
-    fig.text(0.01, -0.01, text, fontsize=6, color="0.35", ha="left", va="top")
+    """A small note under the axes: which constants, data or scale produced the figure. `tidy_figure` puts it
+    below the lowest tick label, axis label or legend, wrapped to the figure's width."""
+    fig.text(0.01, 0, text, fontsize=6, color="0.35", ha="left", va="top", wrap=True, gid=FOOTER_GID)
 
 
 def compact_number(value: float) -> str:
-    """2000000 → '2M', 250000 → '250k', 0.003 → '0.003': short tick labels for token and parameter counts."""
+    """2000000 → '2M', 250000 → '250k', 0.003 → '0.003', 1e21 → '$10^{21}$' (mathtext): short tick labels for
+    token, parameter and FLOP counts; beyond a thousand trillion or below a thousandth a power of ten reads
+    better than a suffix ('1e+09T') or '1e-05'."""
+    magnitude = abs(value)
+    if magnitude >= 1e15 or 0 < magnitude < 1e-3:
+        exponent = math.floor(math.log10(magnitude))
+        mantissa = round(value / 10**exponent, 3)
+        power = f"10^{{{exponent}}}"
+        return f"${power}$" if mantissa == 1 else f"${mantissa:g}{{\\times}}{power}$"
     for scale, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= scale:
+        if magnitude >= scale:
             return f"{value / scale:g}{suffix}"
     return f"{value:g}"
 
 
+def _relative_luminance(color) -> float:
+    """WCAG 2 relative luminance of a colour (0 black … 1 white)."""
+    from matplotlib.colors import to_rgb
+
+    linear = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in to_rgb(color)]
+    return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+
+def contrast_ratio(color, background="white") -> float:
+    """WCAG 2 contrast ratio (L_light + 0.05) / (L_dark + 0.05): 1 for equal colours, 21 for black on white."""
+    dark, light = sorted((_relative_luminance(color), _relative_luminance(background)))
+    return (light + 0.05) / (dark + 0.05)
+
+
+def series_palette(name: str, n: int) -> list:
+    """`n` colours from the sequential colormap `name` (viridis, rocket, mako, …), dark to light, spread over
+    its part that stays readable on white: the pale ends these maps finish on (viridis' yellow, rocket's and
+    mako's near-white) would hide the last series, often the highest-bit or largest one."""
+    colormap = matplotlib.colormaps[name]
+    fractions = np.linspace(0, 1, 257)
+    readable = [contrast_ratio(colormap(f)) >= MIN_SERIES_CONTRAST for f in fractions]
+    end = fractions[readable.index(False) - 1] if not all(readable) else 1.0
+    # Like seaborn's color_palette(name, n): evenly inside the range, neither end itself.
+    return [colormap(f)[:3] for f in np.linspace(0, end, n + 2)[1:-1]]
+
+
+def _mantissa(value: float) -> int:
+    return round(value / 10 ** math.floor(math.log10(value))) if value > 0 else 0
+
+
+# Minor ticks (mantissas within a decade) labelled on a log axis, densest last: the first set that shows at
+# least two labels in view wins.
+_LOG_MINOR_LABELS = ((), (2, 5), (2, 3, 5), tuple(range(2, 10)))
+
+
 def _tidy_log_axes(fig) -> None:
-    """Compact labels on log axes left at matplotlib's defaults; minor labels (×2, ×5) only on short spans,
-    where the defaults would print overlapping '3×10^4'-style labels."""
+    """Compact labels on log axes left at matplotlib's defaults; where fewer than two powers of ten are in view,
+    minor ticks labelled too (×2, ×5, then more), so every log axis shows at least two values."""
     from matplotlib.ticker import FuncFormatter, LogFormatterSciNotation
 
     for ax in fig.axes:
         for axis, limits in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
             if axis.get_scale() != "log" or not isinstance(axis.get_major_formatter(), LogFormatterSciNotation):
                 continue
-            low, high = sorted(abs(v) for v in limits)
-            short = low > 0 and math.log10(high / low) < 1.5
-
-            def minor(value, _):
-                mantissa = round(value / 10 ** math.floor(math.log10(value))) if value > 0 else 0
-                return compact_number(value) if short and mantissa in (2, 5) else ""
-
+            low, high = sorted(limits)
+            majors = sum(low <= v <= high for v in axis.get_majorticklocs())
+            minors = [_mantissa(v) for v in axis.get_minorticklocs() if low <= v <= high]
+            labelled = next(
+                (subs for subs in _LOG_MINOR_LABELS if majors + sum(m in subs for m in minors) >= 2),
+                _LOG_MINOR_LABELS[-1],
+            )
             axis.set_major_formatter(FuncFormatter(lambda value, _: compact_number(value)))
-            axis.set_minor_formatter(FuncFormatter(minor))
+            axis.set_minor_formatter(
+                FuncFormatter(lambda value, _, subs=labelled: compact_number(value) if _mantissa(value) in subs else "")
+            )
+
+
+def _data_points(ax):
+    """Pixel positions of what the axes plots in data coordinates: line vertices and scatter offsets (not
+    axhline/axvline, which span the axes whatever the data)."""
+    from matplotlib.collections import PathCollection
+
+    lines = [line for line in ax.get_lines() if line.get_transform().contains_branch(ax.transData)]
+    scatters = [c for c in ax.collections if isinstance(c, PathCollection) and len(c.get_offsets())]
+    points = [line.get_transform().transform(line.get_xydata()) for line in lines]
+    points += [c.get_offset_transform().transform(c.get_offsets()) for c in scatters]
+    return np.vstack([np.empty((0, 2)), *points])
+
+
+def _move_legends_off_data(fig, renderer) -> None:
+    """An axes legend that sits on plotted points (no free spot for loc="best") moves to the right of the
+    rightmost panel of its row, where it covers nothing."""
+    for ax in fig.axes:
+        legend = ax.get_legend()
+        if legend is None:
+            continue
+        box = legend.get_window_extent(renderer)
+        x, y = _data_points(ax).T
+        if not ((x > box.x0) & (x < box.x1) & (y > box.y0) & (y < box.y1)).any():
+            continue
+        row = [other for other in fig.axes if other.bbox.y0 < ax.bbox.y1 and other.bbox.y1 > ax.bbox.y0]
+        right = max(other.get_tightbbox(renderer).x1 for other in row) + 6 * fig.dpi / 72  # 6 pt gap
+        # Anchored in axes coordinates, which saving at another dpi leaves in place.
+        legend.set_bbox_to_anchor((ax.transAxes.inverted().transform((right, 0))[0], 1.0))
+        legend.set_loc("upper left")
+
+
+def _place_footers(fig, renderer) -> None:
+    """Footers go under everything else the figure draws (rotated tick labels, x labels, legends below the
+    axes), left-aligned with it: saving with bbox_inches="tight" then grows the canvas to include them."""
+    footers = [text for text in fig.texts if text.get_gid() == FOOTER_GID]
+    for footer in footers:
+        footer.set_in_layout(False)
+    for footer in footers:
+        content = fig.get_tightbbox(renderer)  # inches
+        gap = 4 / 72
+        footer.set_position((content.x0 / fig.get_figwidth(), (content.y0 - gap) / fig.get_figheight()))
+        footer.set_in_layout(True)
+
+
+def tidy_figure(fig) -> None:
+    """The layout steps `save_figure` takes before writing: log-axis labels, legends off the data, footers
+    under everything. Positions are measured on a draw, so they follow the fonts and sizes actually used."""
+    _tidy_log_axes(fig)
+    renderer = fig.canvas.get_renderer()
+    fig.draw_without_rendering()
+    _move_legends_off_data(fig, renderer)
+    _place_footers(fig, renderer)
 
 
 def data_path(figure_path: str | os.PathLike) -> Path:
@@ -153,7 +256,7 @@ def figure_data(fig) -> dict:
 def save_figure(fig, path: str | os.PathLike) -> Path:
     """Write `fig` atomically with fixed metadata, so identical inputs give identical bytes, and the data it
     draws next to it (`data_path`)."""
-    _tidy_log_axes(fig)
+    tidy_figure(fig)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     data = json.dumps(figure_data(fig), separators=(",", ":"), allow_nan=False, ensure_ascii=False) + "\n"

@@ -9,6 +9,7 @@ one training seed per recipe.
 import numpy as np
 import pandas as pd
 import seaborn as sns
+from matplotlib.ticker import MaxNLocator
 
 from qscaling.figures import add_footer, figure, new_figure
 
@@ -58,7 +59,7 @@ def _footer(fig, table: pd.DataFrame, extra: str = "") -> None:
         if table["emulated"].any()
         else ""
     )
-    fig.tight_layout()  # rotated tick labels stay inside the figure, so the footer below them never overlaps
+    fig.tight_layout()  # panels spaced so rotated tick labels and titles clear their neighbours
     add_footer(fig, f"This run, one seed per recipe{emulated}. {extra}".strip())
 
 
@@ -176,6 +177,7 @@ def _proxy_panels(rows, x, hue, kind):
             ax.tick_params(labelleft=proxy == "rmse")  # variant names once, on the first panel
         else:
             sns.lineplot(rows, x=x, y=proxy, hue=hue, marker="o", ax=ax, legend=proxy == "rmse")
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))  # block indices, even for one
         ax.set(title=title, xlabel="" if kind == "bar" else "block", ylabel="")
     return fig
 

@@ -7,8 +7,10 @@ import seaborn as sns
 from qscaling.figures import add_footer, figure, new_figure
 from qscaling.laws import LAWS, compare_sources
 from qscaling.laws import kumar2024 as law
+from qscaling.studies.kumar2024 import critical_tokens, fit_rows, schedule_ratio
 
 _STYLE = {"paper": "-", "this run": "--"}
+_PTQ_PAPER = law.PTQ.paper_params["table2"]
 _LLAMA3 = {"Llama-3 8B": (8e9, 15e12), "Llama-3 70B": (70e9, 15e12)}  # ~15T training tokens (Meta, 2024)
 
 
@@ -86,7 +88,7 @@ def fig9(tables, fits, served=(0.0, 1e12, 1e13)):
                 )
     for ax, name in zip(axes[0], ("P* (bits)", "N*", "D*")):
         ax.set(xscale="log", yscale="log", xlabel="total cost (FLOP-equivalents)", ylabel=name)
-    axes[0][0].legend(fontsize=6)
+    axes[0][0].legend(fontsize=6, loc="upper left")
     fig.suptitle("Optimum with inference cost")
     add_footer(fig, note + "; assumed cost: (6/16)·N·D·P training + 2·N per token served in 16 bits")
     return fig
@@ -111,9 +113,11 @@ def _series_order(rows):
 
 @figure(tables={"ptq": "kumar2024"}, fits="kumar2024")
 def fig1_left(tables, fits):
-    """Smallest model: post-PTQ loss against tokens per parameter; ★ marks each format's best budget."""
+    """Smallest model: post-PTQ loss against tokens per parameter; ★ marks each format's best budget when the
+    loss rises after it (the critical data size), and the axes say so when no format's loss turns up."""
     rows = _ptq_rows(tables)
     rows = _series(rows[rows["N"] == rows["N"].min()])
+    n = rows["N"].iloc[0]
     fig, axes = new_figure(width=4.6, height=3.4)
     ax = axes[0][0]
     sns.lineplot(
@@ -126,62 +130,86 @@ def fig1_left(tables, fits):
         palette="rocket",
         ax=ax,
     )
-    for _, group in rows[rows["bits"] < 16].groupby("bits"):
-        best = group.loc[group["loss"].idxmin()]
-        if best["D"] < group["D"].max():
-            ax.plot(best["tokens_per_param"], best["loss"], "*", color="black", markersize=10)
+    turns = critical_tokens(tables["ptq"])
+    turns = turns[(turns["N"] == n) & (turns["bits"] < 16) & turns["turns_up"]]
+    for turn in turns.itertuples():
+        ax.plot(turn.D_best / n, turn.loss_best, "*", color="black", markersize=10)
+    if turns.empty:
+        ax.text(
+            0.03,
+            0.04,
+            f"no format's loss turns up within the grid (D/N ≤ {rows['tokens_per_param'].max():.0f}): no ★",
+            transform=ax.transAxes,
+            fontsize=7,
+        )
     ax.set(
         xscale="log",
         xlabel="tokens per parameter D/N",
         ylabel="validation loss after GPTQ",
-        title=f"Post-train quantization, N = {int(rows['N'].iloc[0]):,}",
+        title=f"Post-train quantization, N = {int(n):,}",
     )
-    add_footer(fig, "This run; ★ = critical data size (more data makes the quantized model worse)")
+    add_footer(fig, "This run; ★ = critical data size (best budget of a format whose loss then rises)")
     return fig
 
 
+def _paper_exponent_guide(ax, x, y, span):
+    """The paper's δ ∝ D^γ_D (Table 2) through the geometric centre of the (x, y) points, over `span` of x.
+    Within one size, D/N ∝ D, so the same exponent holds against D/N."""
+    centre_x, centre_y = np.exp(np.mean(np.log(x))), np.exp(np.mean(np.log(y)))
+    grid = np.geomspace(*span, 50)
+    gamma = _PTQ_PAPER["gamma_D"]
+    ax.plot(grid, centre_y * (grid / centre_x) ** gamma, ":", color="black", lw=1.2, label=f"paper D^{gamma:.2f}")
+
+
 def _ptq_grid(tables, fits, method):
-    """Top: post-PTQ loss vs D/N per size; bottom: δ_PTQ (log) with the fitted law as lines."""
+    """Top: δ_PTQ on a linear axis with ±2 paired SE, every point; bottom: δ_PTQ > 0 on log axes, with this
+    run's fitted law and the paper's exponent as a guide."""
     rows = _series(_ptq_rows(tables, method))
+    quantized_rows = rows[rows["bits"] < 16]
     fit = fits.get(f"ptq_{method}")
     sizes = sorted(rows["N"].unique())
     fig, axes = new_figure(len(sizes), 2, width=3.0, height=2.8, sharex=True)
-    palette = dict(zip(_series_order(rows), sns.color_palette("rocket", len(_series_order(rows)))))
+    order = _series_order(rows)[:-1]
+    palette = dict(zip(order, sns.color_palette("rocket", len(order) + 1)))
     for column, n in enumerate(sizes):
-        size_rows = rows[rows["N"] == n]
+        size_rows = quantized_rows[quantized_rows["N"] == n]
         top, bottom = axes[0][column], axes[1][column]
-        sns.lineplot(
-            size_rows,
-            x="tokens_per_param",
-            y="loss",
-            hue="series",
-            palette=palette,
-            marker="o",
-            ax=top,
-            legend=column == 0,
-        )
-        quantized = size_rows[(size_rows["bits"] < 16) & (size_rows["delta"] > 0)]
+        for series in order:
+            points = size_rows[size_rows["series"] == series]
+            x, y = points["tokens_per_param"], points["delta"]
+            top.plot(x, y, marker="o", ms=3, color=palette[series], label=series)
+            top.errorbar(x, y, yerr=2 * points["delta_se"], fmt="none", color=palette[series])
+        top.axhline(0, color="0.5", lw=0.8)
+        top.ticklabel_format(axis="y", style="sci", scilimits=(0, 0))  # short labels in narrow panels
+        positive = size_rows[size_rows["delta"] > 0]
         sns.scatterplot(
-            quantized, x="tokens_per_param", y="delta", hue="series", palette=palette, ax=bottom, legend=False
+            positive, x="tokens_per_param", y="delta", hue="series", palette=palette, ax=bottom, legend=False
         )
+        span = (size_rows["tokens_per_param"].min(), size_rows["tokens_per_param"].max())
         if fit is not None:
             grid = np.geomspace(size_rows["D"].min(), size_rows["D"].max(), 50)
-            for bits in sorted(quantized["bits"].unique()):
+            for bits in sorted(positive["bits"].unique()):
                 curve = fit.predict({"N": np.full_like(grid, n), "D": grid, "P_post": np.full_like(grid, bits)})
-                bottom.plot(grid / n, curve, color=palette[f"INT{bits}"])
-        top.set(xscale="log", title=f"N = {n:,}", ylabel="val loss" if column == 0 else "")
-        bottom.set(xscale="log", yscale="log", xlabel="D / N", ylabel="δ_PTQ" if column == 0 else "")
+                bottom.plot(grid / n, curve, color=palette[f"INT{bits}"], label=f"this run's fit, INT{bits}")
+        if len(positive):
+            _paper_exponent_guide(bottom, positive["tokens_per_param"], positive["delta"], span)
+        top.set(xscale="log", title=f"N = {n:,}", ylabel="δ_PTQ (nats, ±2 SE)" if column == 0 else "")
+        bottom.set(xscale="log", yscale="log", xlabel="D / N", ylabel="δ_PTQ (log, > 0 only)" if column == 0 else "")
+    axes[0][0].legend(fontsize=6, loc="upper left")
+    axes[1][0].legend(fontsize=6)
     add_footer(
         fig,
-        f"This run, {method.upper()} per-channel; lines: fitted δ_PTQ = C_T·D^γD/N^γN·e^(−P/γ)"
-        + ("" if fit else " (no fit: too few points above the noise floor)"),
+        f"Points: this run, {method.upper()} per-channel. Solid lines: this run's fitted δ_PTQ = C_T·D^γD/N^γN·e^(−P/γ)"
+        + ("" if fit else " (no fit: too few points above the noise floor)")
+        + f";\ndotted: the paper's exponent γ_D = {_PTQ_PAPER['gamma_D']} (Kumar et al. Table 2), drawn through"
+        " the points' geometric centre (a slope guide, not a prediction)",
     )
     return fig
 
 
 @figure(tables={"ptq": "kumar2024"}, fits="kumar2024")
 def fig2(tables, fits):
-    """Post-PTQ loss and δ_PTQ against D/N for every size (GPTQ)."""
+    """δ_PTQ against D/N for every size (GPTQ): linear with noise bars, and log with the fitted law."""
     return _ptq_grid(tables, fits, "gptq")
 
 
@@ -199,7 +227,8 @@ def fig11(tables, fits):
 
 @figure(tables={"ptq": "kumar2024"}, fits="kumar2024")
 def fig12(tables, fits):
-    """Schedule ablation: δ_PTQ still grows with D when the model is annealed by another schedule."""
+    """Annealing-schedule ablation, WSD cooldown against cosine (the paper's Fig. 12 uses linear decay instead):
+    δ_PTQ against D under both, and the ratio of their mean δ."""
     table = tables["ptq"]
     ablated = table[table["anneal"] != table.loc[table["main"], "anneal"].iloc[0]]
     rows = _ptq_rows(tables, main=False)
@@ -212,17 +241,29 @@ def fig12(tables, fits):
         yscale="log",
         xlabel="training tokens D",
         ylabel="δ_PTQ (GPTQ)",
-        title=f"LR schedule ablation, N = {int(rows['N'].iloc[0]):,}",
+        title=f"Annealing schedule: WSD cooldown vs cosine, N = {int(rows['N'].iloc[0]):,}",
     )
-    add_footer(fig, "This run: wsd = cooldown branch from the stable trunk; cosine = one run per budget")
+    ratio = schedule_ratio(table)
+    summary = (
+        f"\nmean δ {ratio['other']}/{ratio['main']} = {ratio['ratio']:.2f}, 95 % CI [{ratio['low']:.2f}, "
+        f"{ratio['high']:.2f}] over {ratio['cells']} matched (D, bits) cells"
+        if ratio
+        else ""
+    )
+    add_footer(
+        fig,
+        "This run's ablation, not the paper's linear-decay one: wsd = constant LR, then a linear cooldown\n"
+        "branched from the stable trunk; cosine = one run per budget" + summary,
+    )
     return fig
 
 
 @figure(tables={"ptq": "kumar2024"}, fits="kumar2024")
 def fig19(tables, fits):
-    """Predicted against measured δ_PTQ for every (N, D, bits), GPTQ."""
-    rows = _ptq_rows(tables)
-    rows = rows[(rows["bits"] < 16) & (rows["delta"] > 0)]
+    """Predicted against measured δ_PTQ for every (N, D, bits) point the GPTQ law was fitted on."""
+    quantized = _ptq_rows(tables)
+    quantized = quantized[quantized["bits"] < 16]
+    rows = fit_rows(tables["ptq"], "gptq")
     fit = fits.get("ptq_gptq")
     fig, axes = new_figure(width=4.0, height=3.6)
     ax = axes[0][0]
@@ -238,6 +279,7 @@ def fig19(tables, fits):
         style="bits",
         ax=ax,
     )
+    ax.legend(loc="lower right", fontsize=7)  # points lie along the diagonal: that corner stays empty
     low, high = rows["delta"].min(), rows["delta"].max()
     ax.plot([low, high], [low, high], color="0.5", lw=1)
     ax.set(
@@ -247,5 +289,10 @@ def fig19(tables, fits):
         ylabel="measured δ_PTQ",
         title=f"δ_PTQ fit, R² = {fit.r2:.2f} (log space)",
     )
-    add_footer(fig, "This run, GPTQ; points at or below twice their paired noise are not shown nor fitted")
+    left_out = len(quantized) - len(rows)
+    add_footer(
+        fig,
+        f"This run, GPTQ; {left_out} of {len(quantized)} points, at or below twice their paired noise,"
+        " are neither shown nor fitted",
+    )
     return fig

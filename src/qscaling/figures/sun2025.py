@@ -3,7 +3,7 @@
 import numpy as np
 import seaborn as sns
 
-from qscaling.figures import add_footer, figure, new_figure
+from qscaling.figures import add_footer, compact_number, figure, new_figure, series_palette
 from qscaling.laws import LAWS, compare_sources
 from qscaling.laws import sun2025 as law
 
@@ -22,7 +22,7 @@ def fig5(tables, fits, max_bits=16):
     sources, note = _sources(fits)
     fig, axes = new_figure(width=6.0, height=4.0)
     ax = axes[0][0]
-    colors = iter(sns.color_palette("viridis", max_bits))
+    colors = iter(series_palette("viridis", max_bits))
     for bits in range(1, max_bits + 1):
         color = next(colors)
         mantissa = np.arange(bits)
@@ -64,7 +64,7 @@ def fig6(tables, fits, N=1e9, block_size=128, formats=((3, 4), (3, 5), (3, 6))):
         xscale="log",
         xlabel="training tokens D",
         ylabel="predicted loss",
-        title=f"Critical data size (dotted), N = {N:.0e}, B = {block_size}",
+        title=f"Critical data size (dotted), N = {compact_number(N)}, B = {block_size}",
     )
     ax.legend()
     add_footer(fig, note)
@@ -89,7 +89,7 @@ def fig7(tables, fits, block_size=128, sizes=(1e9, 7e10)):
                 _STYLE[label],
                 color=color,
                 lw=0.8,
-                label=f"fixed N = {N:.0e}" if label == "paper" else None,
+                label=f"fixed N = {compact_number(N)}" if label == "paper" else None,
             )
     ax.axhspan(4, 8, color="0.9", zorder=0, label="4–8 bits")
     ax.set(

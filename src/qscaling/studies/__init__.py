@@ -13,6 +13,7 @@ Generic code — the workflow's rules and scripts, this package — reads only t
   build_table(rows, settings) -> DataFrame         its tidy table from the scored rows
   fit_names(settings) / fit_laws(table, settings)  its fits: {name: Fit | reason it could not be made}
   fit_tables(table, settings) -> {name: DataFrame} optional, with FIT_TABLES naming them: tables made with the fits
+  SHARED_SETTINGS = ("training",)                  optional: top-level config sections added to `settings`
   claims(tables, fits, settings) -> list[dict]     the paper's claims checked (tables: {"table": its table, …})
 
 `settings` is the study's own config block: library code never receives the whole config. Figures are declared
@@ -211,8 +212,11 @@ def study_modules(config: dict) -> dict:
 
 
 def settings(config: dict, study: str) -> dict:
-    """The study's own config block: what its table, fits and claims read."""
-    return {key: value for key, value in config["studies"][study].items() if key != "module"}
+    """The study's own config block, plus the top-level sections its module names in `SHARED_SETTINGS` (e.g.
+    "training", for a claim that depends on the optimizer recipe): what its table, fits and claims read."""
+    module = load_study(study, config["studies"][study])
+    own = {key: value for key, value in config["studies"][study].items() if key != "module"}
+    return {**own, **{section: config[section] for section in getattr(module, "SHARED_SETTINGS", ())}}
 
 
 def fit_names(module, config: dict) -> list[str]:

@@ -33,10 +33,12 @@ import pandas as pd
 
 from qscaling.config import ConfigError, check_sizes, check_weight_spec
 from qscaling.studies import Evaluation, Job, Quantization, Scoring, label, with_labels
-from qscaling.studies.claims import claim, verdict_from_interval
+from qscaling.studies.claims import cannot_fail_claim, claim, verdict_from_interval
 from qscaling.tasks import TASKS
 
 STUDY = "ahmadian2023"
+# The weight-decay claim reads the optimizer recipe (lr, warmup, batch) to say whether decay had steps to act.
+SHARED_SETTINGS = ("training",)
 FACTORS = ("weight_decay", "dropout", "grad_clip", "precision")
 PRECISIONS = ("fp32", "bf16", "fp16")
 # Forward-pass rounding that emulates each 16-bit format on CPU (bf16 = E8M7, fp16 = E5M10; unscaled casts,
@@ -406,9 +408,13 @@ class SeedNoise:
     sd: float
     seeds: int
 
+    @property
+    def measured(self) -> bool:
+        return self.seeds >= 2
+
     def label(self) -> str:
-        if self.seeds < 2:
-            return "evaluation noise only: one seed, no seed-to-seed estimate"
+        if not self.measured:
+            return "evaluation noise only: one seed, no seed-to-seed estimate, so no verdict between runs"
         return f"evaluation and seed-to-seed noise, σ_seed = {self.sd:.1e} over {self.seeds} seeds"
 
 
@@ -435,6 +441,12 @@ def _missing(text: str, what: str) -> dict:
     return claim(STUDY, text, statistic=f"not measured ({what})", ci="", verdict="inconclusive")
 
 
+def _between_runs(text: str, statistic: str, low: float, high: float, expect: str, noise: SeedNoise) -> dict:
+    """A comparison of separately trained runs: decided by its CI only where the seed-to-seed spread is in it."""
+    verdict = verdict_from_interval(low, high, expect) if noise.measured else "inconclusive"
+    return claim(STUDY, text, statistic=statistic, ci=_ci(low, high, noise), verdict=verdict)
+
+
 def _trend_claim(rows: pd.DataFrame, factor: str, text: str, *, log_x: bool, expect: str, noise: SeedNoise) -> dict:
     """Weighted slope of W8A8 δ over a factor's levels (one run each): each point's error is its evaluation
     noise and the seed-to-seed spread together."""
@@ -446,19 +458,69 @@ def _trend_claim(rows: pd.DataFrame, factor: str, text: str, *, log_x: bool, exp
     slope, se = weighted_slope(np.log10(x) if log_x else x, subset["delta"], point_se)
     low, high = _interval(slope, se)
     per = "log10 " if log_x else ""
-    return claim(
-        STUDY,
-        text,
-        statistic=f"slope of W8A8 loss δ on {per}{factor} = {slope:.2e} nats; accuracy "
-        f"change {_percent_changes(subset)}",
-        ci=_ci(low, high, noise),
-        verdict=verdict_from_interval(low, high, expect),
+    statistic = f"slope of W8A8 loss δ on {per}{factor} = {slope:.2e} nats; accuracy change {_percent_changes(subset)}"
+    return _between_runs(text, statistic, low, high, expect, noise)
+
+
+# Below a cumulative decoupled decay Σ lr·wd of 0.2 (decay alone leaves the weights above e^−0.2 ≈ 82 % of their
+# size over the whole run) weight decay has barely begun to shape them; the paper's 75k steps are far beyond it.
+DECAY_TO_ACT = 0.2
+
+
+def decay_budget(training: dict, tokens: int) -> tuple[int, float]:
+    """(optimizer steps, mean learning rate over them) of one ablation run: a trunk of `tokens` tokens on the
+    `training` recipe's schedule, with no cooldown."""
+    from types import SimpleNamespace
+
+    from qscaling.train import lr_at
+
+    # The schedule fields of a RunSpec, all that lr_at reads.
+    schedule = SimpleNamespace(
+        lr=training["lr"],
+        min_lr_ratio=training["min_lr_ratio"],
+        warmup_tokens=training["warmup_tokens"],
+        schedule=training["schedule"],
+        total_tokens=tokens,
+        cooldown=None,
+        tokens_per_step=training["batch_size"] * training["seq_len"],
     )
+    steps = math.ceil(tokens / schedule.tokens_per_step)
+    return steps, float(np.mean([lr_at(schedule, step * schedule.tokens_per_step) for step in range(steps)]))
 
 
-def _difference_claim(rows: pd.DataFrame, factor: str, worse: str, better: str, text: str, noise: SeedNoise) -> dict:
+def _weight_decay_claim(rows: pd.DataFrame, noise: SeedNoise, settings: dict) -> dict:
+    """The weight-decay trend, inconclusive where even the largest weight decay cannot act in the run's steps:
+    AdamW's decoupled decay multiplies the weights by (1 − lr·wd) per step, ≈ e^(−lr·wd·steps) in all."""
+    text = "More weight decay → less W8A8 degradation (Fig. 2)"
+    trend = _trend_claim(rows, "weight_decay", text, log_x=True, expect="negative", noise=noise)
+    training = settings.get("training")
+    if training is None:
+        return {**trend, "statistic": f"{trend['statistic']}; optimizer steps unknown (no training recipe given)"}
+    steps, mean_lr = decay_budget(training, settings["tokens"])
+    weight_decay = max(settings["ablations"]["weight_decay"]["values"])
+    shrinkage = mean_lr * weight_decay * steps
+    budget = f"lr·wd·steps = {mean_lr:.2e} · {weight_decay:g} · {steps} = {shrinkage:.3f} at the largest weight decay"
+    if shrinkage >= DECAY_TO_ACT:
+        return {**trend, "statistic": f"{trend['statistic']}; {budget}"}
+    return {
+        **trend,
+        "statistic": f"not exercised: {budget}, below the {DECAY_TO_ACT} it needs to act; measured: {trend['statistic']}",
+        "verdict": "inconclusive",
+    }
+
+
+def _identical_runs(first: pd.Series, second: pd.Series) -> bool:
+    """Two runs' W8A8 rows score the same to the last bit: unquantized loss, quantized loss and δ."""
+    return all(first[column] == second[column] for column in ("base_loss", "loss", "delta"))
+
+
+def _difference_claim(
+    rows: pd.DataFrame, factor: str, worse: str, better: str, text: str, noise: SeedNoise, *, names: tuple[str, str]
+) -> dict:
     """Mean over groups of δ(worse) − δ(better); positive when `better` degrades less. Each difference is
-    between two runs: it carries both runs' evaluation noise and twice the seed-to-seed variance."""
+    between two runs: it carries both runs' evaluation noise and twice the seed-to-seed variance. Where the two
+    runs score identically in every group (`names`: how the worse and better runs are called), the factor never
+    acted on training and there is nothing to compare."""
     subset = rows[rows["factor"] == factor].set_index(["group", "level"])
     groups = [
         g
@@ -467,6 +529,8 @@ def _difference_claim(rows: pd.DataFrame, factor: str, worse: str, better: str, 
     ]
     if not groups:
         return _missing(text, f"needs {factor} levels {worse} and {better}")
+    if all(_identical_runs(subset.loc[(g, worse)], subset.loc[(g, better)]) for g in groups):
+        return cannot_fail_claim(STUDY, text, f"not exercised: {names[1]} and {names[0]} runs identical")
     differences = [subset.loc[(g, worse), "delta"] - subset.loc[(g, better), "delta"] for g in groups]
     variances = [
         subset.loc[(g, worse), "delta_se"] ** 2 + subset.loc[(g, better), "delta_se"] ** 2 + 2 * noise.sd**2
@@ -474,14 +538,50 @@ def _difference_claim(rows: pd.DataFrame, factor: str, worse: str, better: str, 
     ]
     estimate, se = float(np.mean(differences)), math.sqrt(sum(variances)) / len(groups)
     low, high = _interval(estimate, se)
-    return claim(
-        STUDY,
-        text,
-        statistic=f"W8A8 loss δ({worse}) − δ({better}) = {estimate:.2e} nats; accuracy "
-        f"change {_percent_changes(subset.reset_index())}",
-        ci=_ci(low, high, noise),
-        verdict=verdict_from_interval(low, high, "positive"),
+    statistic = (
+        f"W8A8 loss δ({worse}) − δ({better}) = {estimate:.2e} nats; accuracy "
+        f"change {_percent_changes(subset.reset_index())}"
     )
+    return _between_runs(text, statistic, low, high, "positive", noise)
+
+
+def ratio_interval(a: float, var_a: float, b: float, var_b: float) -> tuple[float, float] | None:
+    """Fieller's 95 % interval for a / b from independent estimates: every R with |a − R·b| ≤ 1.96·√(var_a +
+    R²·var_b). None when b is within its own noise of zero: the interval is then unbounded."""
+    z2 = 1.96**2
+    quadratic = b * b - z2 * var_b
+    if quadratic <= 0:
+        return None
+    root = math.sqrt(a * a * b * b - quadratic * (a * a - z2 * var_a))
+    return (a * b - root) / quadratic, (a * b + root) / quadratic
+
+
+def _outlier_prone_claim(table: pd.DataFrame, noise: SeedNoise) -> dict:
+    """W8A8 δ of the outlier-prone recipe over the final recipe's, per size (each δ paired per window within its
+    run; the two runs differ by seed-to-seed noise too, estimated at the ablation size and applied at every size).
+    Decided by the mean over sizes of δ(outlier-prone) − δ(final)."""
+    text = "The outlier-prone recipe (low weight decay, no clipping, fp16) degrades more under W8A8 than the final one"
+    final = table[table["final"] & (table["method"] == "w8a8") & table["factor"].isin(["recipe", "outlier_prone"])]
+    pairs = final.drop_duplicates(["size", "factor"]).pivot(
+        index="size", columns="factor", values=["delta", "delta_se"]
+    )
+    if final["factor"].nunique() < 2 or pairs.dropna().empty:
+        return _missing(text, "no size with both the final and the outlier-prone recipe")
+    pairs = pairs.dropna()
+    prone, base = pairs["delta"]["outlier_prone"], pairs["delta"]["recipe"]
+    prone_var = pairs["delta_se"]["outlier_prone"] ** 2 + noise.sd**2
+    base_var = pairs["delta_se"]["recipe"] ** 2 + noise.sd**2
+    ratios = []
+    for size in sorted(pairs.index, key=lambda name: final.loc[final["size"] == name, "N"].iloc[0]):
+        interval = ratio_interval(prone[size], prone_var[size], base[size], base_var[size])
+        bounds = (
+            "unbounded: the final δ is within its noise" if interval is None else "{:.2f}, {:.2f}".format(*interval)
+        )
+        ratios.append(f"{size} {prone[size] / base[size]:.2f} [{bounds}]")
+    estimate = float((prone - base).mean())
+    low, high = _interval(estimate, math.sqrt(float((prone_var + base_var).sum())) / len(pairs))
+    statistic = f"W8A8 loss δ outlier-prone / final: {'; '.join(ratios)}; mean δ difference = {estimate:.2e} nats"
+    return _between_runs(text, statistic, low, high, "positive", noise)
 
 
 def spearman(x, y) -> float:
@@ -510,6 +610,9 @@ def _rank_claim(runs: pd.DataFrame, proxy: str, text: str, *, bootstrap: int = 1
 
 
 def _outlier_rule_claim(table: pd.DataFrame, runs: pd.DataFrame) -> dict:
+    """Zero 6.0-rule outlier dims in the recipe and no separation of variants: testable only where the rule's
+    count varies over the scored runs (outlier-prone ones included); a count that is the same everywhere could
+    neither find dims in the recipe alone nor separate anything."""
     text = (
         "LLM.int8's 6.0 rule finds no outlier dimensions in the well-trained recipe and does not separate "
         "sensitive from robust variants (Table 5)"
@@ -517,6 +620,17 @@ def _outlier_rule_claim(table: pd.DataFrame, runs: pd.DataFrame) -> dict:
     recipe = table[(table["factor"] == "recipe") & table["final"] & (table["method"] == "none")]
     if recipe.empty or len(runs) < 4:
         return _missing(text, "no recipe runs or fewer than four ablation runs")
+    scored = table[table["final"] & (table["method"] == "none")].drop_duplicates("run")
+    if scored["outliers_llm_int8"].nunique() == 1:
+        counts = {
+            column.removeprefix("outliers_"): scored[column] for column in scored if column.startswith("outliers_")
+        }
+        count = int(scored["outliers_llm_int8"].iloc[0])
+        if all((values == 0).all() for values in counts.values()):
+            found = f"every rule ({', '.join(counts)}) counts 0 outlier dims"
+        else:
+            found = f"the 6.0 rule counts {count} outlier dims"
+        return cannot_fail_claim(STUDY, text, f"{found} in all {len(scored)} scored runs, outlier-prone ones included")
     in_recipe = int(recipe["outliers_llm_int8"].max())
     rho = spearman(runs["outliers_llm_int8"], runs["delta"])
     separates = not math.isnan(rho) and abs(rho) >= 0.5
@@ -530,6 +644,8 @@ def _outlier_rule_claim(table: pd.DataFrame, runs: pd.DataFrame) -> dict:
 
 
 def claims(tables: dict, fits: dict, settings: dict) -> list[dict]:
+    """The paper's claims on the study's table; `settings` is the study's config block, with the `training`
+    recipe where the claims should say how far weight decay could act in the run's optimizer steps."""
     table = tables["table"]
     if settings["source"] == "hub":
         return [_w4_claim(table[table["final"]])]
@@ -537,14 +653,7 @@ def claims(tables: dict, fits: dict, settings: dict) -> list[dict]:
     runs = rows.drop_duplicates("run")
     noise = seed_noise(table, settings)
     return [
-        _trend_claim(
-            rows,
-            "weight_decay",
-            "More weight decay → less W8A8 degradation (Fig. 2)",
-            log_x=True,
-            expect="negative",
-            noise=noise,
-        ),
+        _weight_decay_claim(rows, noise, settings),
         _trend_claim(
             rows,
             "dropout",
@@ -560,14 +669,22 @@ def claims(tables: dict, fits: dict, settings: dict) -> list[dict]:
             "1",
             "Gradient clipping reduces W8A8 degradation at low weight decay (Fig. 2)",
             noise,
+            names=("unclipped", "clipped"),
         ),
         _difference_claim(
-            rows, "precision", "fp16", "bf16", "bf16 training degrades less under W8A8 than fp16 (Fig. 3)", noise
+            rows,
+            "precision",
+            "fp16",
+            "bf16",
+            "bf16 training degrades less under W8A8 than fp16 (Fig. 3)",
+            noise,
+            names=("fp16", "bf16"),
         ),
         _w4_claim(table[table["final"] & table["factor"].isin(FACTORS)]),
         _outlier_rule_claim(table, runs),
         _rank_claim(runs, "gain_std", "The spread of the norm gains tracks W8A8 sensitivity (Fig. 5)"),
         _rank_claim(runs, "rmse", "The W8A8 activation RMSE of the QKV input tracks W8A8 sensitivity (Fig. 5)"),
+        _outlier_prone_claim(table, noise),
     ]
 
 

@@ -9,11 +9,14 @@ import numpy as np
 import pandas as pd
 
 from qscaling.config import check_sizes, check_weight_spec
+from qscaling.laws import kumar2024 as law
+from qscaling.laws.baseline import KUMAR2024_CHINCHILLA
 from qscaling.shape import ModelShape
 from qscaling.studies import Evaluation, Quantization, check_local_models, local_evaluations, ptq_scoring, try_fit
 from qscaling.studies.claims import claim, positive_parameter_claim, slope_claim
 
 STUDY = "kumar2024"
+_PTQ_PAPER = law.PTQ.paper_params["table2"]  # C_T, γ_D, γ_N, γ_post of Table 2
 
 
 def non_embedding_params(config: dict, size: str) -> int:
@@ -125,6 +128,115 @@ def critical_tokens(table: pd.DataFrame, method: str = "gptq") -> pd.DataFrame:
     return pd.DataFrame(records)
 
 
+def critical_data_sizes(table: pd.DataFrame, fit, method: str = "gptq") -> pd.DataFrame:
+    """Per size at the lowest bit width: the fitted law's D_crit (Eq. 4's derived size beyond which more data
+    raises post-PTQ loss), the grid's largest D, whether the grid reaches D_crit, and whether the measured loss
+    turned up. The δ_PTQ fit has no data term: B and β come from the fit when it has them, else from Table 2."""
+    turns = critical_tokens(table, method)
+    lowest = turns[turns["bits"] == turns["bits"].min()]
+    rows = table[(table["method"] == method) & table["main"] & (table["split"] == "val")]
+    largest = rows.groupby("N")["D"].max()
+    B, beta = fit.params.get("B", KUMAR2024_CHINCHILLA["B"]), fit.params.get("alpha", KUMAR2024_CHINCHILLA["alpha"])
+    d_crit = law.ptq_critical_data_size(fit.params, lowest["N"].to_numpy(float), lowest["bits"], B=B, beta=beta)
+    return lowest.assign(
+        D_crit=np.asarray(d_crit, dtype=float),
+        D_max=lowest["N"].map(largest).to_numpy(float),
+    ).assign(reaches=lambda frame: frame["D_max"] >= frame["D_crit"])[
+        ["N", "bits", "D_crit", "D_max", "reaches", "turns_up", "D_best"]
+    ]
+
+
+def critical_data_size_claim(table: pd.DataFrame, fit) -> dict:
+    """Decided only by sizes whose grid reaches the fitted D_crit: a grid that stops short of it cannot show
+    the turn-up, whatever the loss does there."""
+    text = (
+        "At low bits, post-PTQ loss stops improving and worsens with more data "
+        "(a critical data size exists; Fig. 1 left, Eq. 4)"
+    )
+    if fit is None:
+        return claim(STUDY, text, statistic="no GPTQ δ_PTQ fit to derive D_crit from", ci="", verdict="inconclusive")
+    sizes = critical_data_sizes(table, fit)
+    source = "fit" if "B" in fit.params else "Table 2"
+    per_size = ", ".join(
+        f"N={int(row.N):,}: D_crit {row.D_crit:.3g} vs grid max {row.D_max:.3g}"
+        + (" (turns up)" if row.turns_up else "")
+        for row in sizes.itertuples()
+    )
+    reached = sizes[sizes["reaches"]]
+    statistic = (
+        f"INT{int(sizes['bits'].iloc[0])} GPTQ-fit D_crit (B, β of {source}): {per_size}; "
+        f"{len(reached)} of {len(sizes)} grids reach D_crit, {int(sizes['turns_up'].sum())} of {len(sizes)} turn up"
+    )
+    if reached.empty:
+        verdict = "inconclusive"
+    elif reached["turns_up"].all():
+        verdict = "reproduced"
+    else:
+        verdict = "not reproduced" if not reached["turns_up"].any() else "inconclusive"
+    return claim(STUDY, text, statistic=statistic, ci="", verdict=verdict)
+
+
+def schedule_matched_cells(table: pd.DataFrame, method: str = "gptq") -> pd.DataFrame:
+    """δ_PTQ of the same (N, D, bits) under both annealing schedules: one row per cell, a column per schedule
+    (`delta_<anneal>`, `delta_se_<anneal>`)."""
+    rows = table[(table["method"] == method) & (table["split"] == "val") & (table["anneal"] != "imported")]
+    wide = rows.pivot_table(index=["N", "D", "bits"], columns="anneal", values=["delta", "delta_se"])
+    wide.columns = [f"{value}_{anneal}" for value, anneal in wide.columns]
+    return wide.dropna().reset_index()
+
+
+def schedule_ratio(table: pd.DataFrame, *, bootstrap: int = 1000, seed: int = 0) -> dict | None:
+    """Mean δ_PTQ under the ablation schedule over mean δ_PTQ under the main one, across matched cells, with a
+    percentile bootstrap CI: cells resampled, and each δ redrawn within its paired noise (`delta_se`).
+    None when no cell was run under both."""
+    cells = schedule_matched_cells(table)
+    trained = table[table["anneal"] != "imported"]
+    main = trained.loc[trained["main"], "anneal"]
+    other = trained.loc[~trained["main"], "anneal"]
+    if cells.empty or main.empty or other.empty:
+        return None
+    main, other = main.iloc[0], other.iloc[0]
+    rng = np.random.default_rng(seed)
+
+    def redrawn(frame, anneal):
+        return frame[f"delta_{anneal}"] + frame[f"delta_se_{anneal}"] * rng.standard_normal(len(frame))
+
+    draws = []
+    for _ in range(bootstrap):
+        sample = cells.iloc[rng.integers(0, len(cells), len(cells))]
+        denominator = redrawn(sample, main).mean()
+        draws.append(redrawn(sample, other).mean() / denominator if denominator > 0 else np.nan)
+    low, high = np.nanpercentile(draws, [2.5, 97.5])
+    denominator = cells[f"delta_{main}"].mean()
+    ratio = cells[f"delta_{other}"].mean() / denominator if denominator > 0 else np.nan
+    return {"main": main, "other": other, "ratio": ratio, "low": low, "high": high, "cells": len(cells)}
+
+
+def schedule_claim(table: pd.DataFrame) -> dict | None:
+    """Whether δ_PTQ depends on how the model was annealed: reproduced when the ratio's bootstrap CI excludes 1.
+    A CI covering 1 is inconclusive, not "no difference": that would need an equivalence margin the paper gives
+    no ground for."""
+    found = schedule_ratio(table)
+    if found is None:
+        return None
+    text = (
+        f"δ_PTQ differs between annealing schedules ({found['other']} vs {found['main']}; "
+        "this run's ablation, not the paper's linear decay, Fig. 12)"
+    )
+    statistic = (
+        f"mean δ {found['other']} / mean δ {found['main']} = {found['ratio']:.2f} "
+        f"(GPTQ, {found['cells']} matched (N, D, bits) cells)"
+    )
+    differs = found["low"] > 1 or found["high"] < 1
+    return claim(
+        STUDY,
+        text,
+        statistic=statistic,
+        ci=f"[{found['low']:.2f}, {found['high']:.2f}]",
+        verdict="reproduced" if differs else "inconclusive",
+    )
+
+
 def claims(tables: dict, fits: dict, settings: dict) -> list[dict]:
     table = tables["table"]
     gptq = table[(table["method"] == "gptq") & table["main"] & (table["split"] == "val")]
@@ -138,6 +250,7 @@ def claims(tables: dict, fits: dict, settings: dict) -> list[dict]:
             y="delta",
             by="N",
             expect="positive",
+            paper=_PTQ_PAPER["gamma_D"],
         ),
         slope_claim(
             STUDY,
@@ -148,34 +261,26 @@ def claims(tables: dict, fits: dict, settings: dict) -> list[dict]:
             by=["N", "D"],
             expect="negative",
             log_x=False,
+            paper=-1 / _PTQ_PAPER["gamma_post"],
         ),
     ]
-    matched = low_bits.assign(ratio=(low_bits["D"] / low_bits["N"]).round(-1))
+    # At fixed D, as the paper states it: at a fixed ratio D/N its own constants predict growth, N^(γ_D − γ_N).
     out.append(
         slope_claim(
             STUDY,
-            "δ_PTQ shrinks with N at a fixed tokens-per-parameter ratio (Fig. 2)",
-            matched,
+            "δ_PTQ shrinks with N at fixed training data D (Fig. 2; slope −γ_N)",
+            low_bits,
             x="N",
             y="delta",
-            by="ratio",
+            by="D",
             expect="negative",
+            paper=-_PTQ_PAPER["gamma_N"],
         )
     )
-    turns = critical_tokens(table)
-    lowest = turns[turns["bits"] == turns["bits"].min()]
-    out.append(
-        claim(
-            STUDY,
-            "At low bits, post-PTQ loss stops improving and worsens with more data "
-            "(a critical data size exists; Fig. 1 left, Eq. 4)",
-            statistic=f"{int(lowest['turns_up'].sum())} of {len(lowest)} sizes turn up at INT{int(lowest['bits'].min())}",
-            ci="",
-            verdict="reproduced"
-            if lowest["turns_up"].all()
-            else ("inconclusive" if lowest["turns_up"].any() else "not reproduced"),
-        )
-    )
+    out.append(critical_data_size_claim(table, fits.get("ptq_gptq")))
+    schedule = schedule_claim(table)
+    if schedule is not None:
+        out.append(schedule)
     per_method = table[table["main"] & (table["split"] == "val") & (table["method"] != "none")]
     mean_delta = per_method[per_method["bits"] <= 4].groupby("method")["delta"].mean()
     if {"gptq", "awq", "rtn"} <= set(mean_delta.index):
@@ -191,10 +296,8 @@ def claims(tables: dict, fits: dict, settings: dict) -> list[dict]:
         )
     fitted = fits.get("ptq_gptq")
     if fitted is not None:
-        for name, paper in (("gamma_D", 0.5068), ("gamma_N", 0.3439)):
-            out.append(
-                positive_parameter_claim(
-                    STUDY, f"Fitted {name} of δ_PTQ has the paper's sign (paper {paper})", fitted, name
-                )
-            )
+        for name in ("gamma_D", "gamma_N"):
+            paper = _PTQ_PAPER[name]
+            text = f"Fitted {name} of δ_PTQ has the paper's sign (paper {paper})"
+            out.append(positive_parameter_claim(STUDY, text, fitted, name, paper=paper))
     return out

@@ -11,9 +11,10 @@ import pandas as pd
 
 from qscaling.config import ConfigError, check_method_spec, check_sizes, check_weight_spec
 from qscaling.laws import LAWS, fit
+from qscaling.laws.ouyang2024 import TOKENS_EXPONENT, UNIFIED_CONSTANTS
 from qscaling.plan import log_spaced_tokens
 from qscaling.studies import Evaluation, Job, Quantization, check_local_models, local_evaluations, ptq_scoring, try_fit
-from qscaling.studies.claims import positive_parameter_claim, slope_claim
+from qscaling.studies.claims import claim, positive_parameter_claim, slope_claim, verdict_from_interval
 
 STUDY = "ouyang2024"
 FIT_TABLES = ("one_factor",)
@@ -82,14 +83,17 @@ def scoring(config: dict, layout):
 
 def jobs(config: dict, evaluations: list, layout) -> list[Job]:
     """Fig. 12's table: weight change between adjacent checkpoints of every run the study scores."""
-    runs = sorted({e.run for e in evaluations})
+    milestones = {}
+    for evaluation in evaluations:
+        milestones.setdefault(evaluation.run, set()).add(evaluation.tokens)
+    runs = sorted(milestones)
     return [
         Job(
             "weight_changes",
             "qscaling.studies.ouyang2024:weight_changes_job",
             inputs={"summaries": [layout.run_summary(run) for run in runs]},
             outputs={"weight_changes": layout.table(STUDY, "weight_changes")},
-            params={"milestones": sorted({e.tokens for e in evaluations})},
+            params={"milestones": [sorted(milestones[run]) for run in runs]},
             message="Measuring weight change between adjacent checkpoints",
         )
     ]
@@ -189,6 +193,8 @@ def weight_changes(checkpoint_paths: list) -> pd.DataFrame:
                             "size": metadata["spec"]["size"],
                             "D_from": previous[1],
                             "D_to": metadata["tokens_seen"],
+                            # Hub checkpoints record no schedule: NaN, and the claim then uses every interval.
+                            "warmup_tokens": metadata["spec"].get("warmup_tokens", np.nan),
                             "matrix": name,
                             "relative_change": float(change),
                         }
@@ -204,9 +210,9 @@ def weight_changes_job(inputs: dict, outputs: dict, params: dict) -> None:
     from qscaling.train import milestone_name
 
     frames = []
-    for summary in inputs["summaries"]:
+    for summary, milestones in zip(inputs["summaries"], params["milestones"]):
         run_dir = Path(summary).parent
-        frames.append(weight_changes([run_dir / "checkpoints" / milestone_name(m) for m in params["milestones"]]))
+        frames.append(weight_changes([run_dir / "checkpoints" / milestone_name(m) for m in milestones]))
     write_table(pd.concat(frames, ignore_index=True), outputs["weight_changes"])
 
 
@@ -215,8 +221,10 @@ def claims(tables: dict, fits: dict, settings: dict) -> list[dict]:
     out = []
     qid = fits.get("qid")
     if qid is not None:
-        for name, paper in (("beta", 0.5251), ("alpha", 0.2261), ("gamma", 5.4967)):
-            out.append(positive_parameter_claim(STUDY, f"Unified QiD law: {name} > 0 (paper {paper})", qid, name))
+        for name in ("beta", "alpha", "gamma"):
+            paper = UNIFIED_CONSTANTS[name]
+            text = f"Unified QiD law: {name} > 0 (paper {paper})"
+            out.append(positive_parameter_claim(STUDY, text, qid, name, paper=paper))
     rows = gptq_rows(table)
     out.append(
         slope_claim(
@@ -227,6 +235,7 @@ def claims(tables: dict, fits: dict, settings: dict) -> list[dict]:
             y="delta",
             by=["N", "bits"],
             expect="positive",
+            paper=TOKENS_EXPONENT,  # Sec. 4.1: at fixed size and bits, QiD ∝ D^β
         )
     )
     ood = gptq_rows(table, "ood")
@@ -246,16 +255,65 @@ def claims(tables: dict, fits: dict, settings: dict) -> list[dict]:
     return out
 
 
-def weight_change_claim(changes: pd.DataFrame) -> dict:
-    """Fig. 12's premise: checkpoints change less per token late in training than early."""
-    per_token = changes.assign(rate=changes["relative_change"] / (changes["D_to"] - changes["D_from"]))
-    slope = slope_claim(
-        STUDY,
-        "Weights change less per training token late in training (Fig. 12 premise)",
-        per_token.assign(D_mid=np.sqrt(per_token["D_from"] * per_token["D_to"])),
-        x="D_mid",
-        y="rate",
-        by=["run", "matrix"],
-        expect="negative",
+def weight_change_claim(changes: pd.DataFrame, *, bootstrap: int = 1000, seed: int = 0) -> dict:
+    """Fig. 12's premise: checkpoints change less per token late in training than early.
+
+    Over geometric checkpoint intervals, change per token falls by itself (a random walk moves as √length), so
+    only adjacent intervals of equal length (within EQUAL_LENGTH_TOLERANCE) that start after warmup are
+    compared: the statistic is the mean, over matrices, of log(rate late / rate early), its CI a bootstrap over
+    matrices (every interval pair of a matrix is resampled together: its pairs are not independent).
+    """
+    text = "Weights change less per training token late in training (Fig. 12 premise; equal-length intervals)"
+    pairs = equal_interval_pairs(changes)
+    if not len(pairs):
+        return claim(STUDY, text, statistic=_grid_without_equal_intervals(changes), ci="", verdict="inconclusive")
+    per_matrix = pairs.groupby(["run", "matrix"])["log_rate_ratio"].mean().to_numpy()
+    rng = np.random.default_rng(seed)
+    draws = [per_matrix[rng.integers(0, len(per_matrix), len(per_matrix))].mean() for _ in range(bootstrap)]
+    low, high = np.percentile(draws, [2.5, 97.5])
+    statistic = (
+        f"mean log(rate late / rate early) = {per_matrix.mean():.3f} over {len(per_matrix)} matrices, "
+        f"{pairs[['run', 'D_from']].drop_duplicates().shape[0]} equal-length interval pairs after warmup"
     )
-    return slope
+    return claim(
+        STUDY,
+        text,
+        statistic=statistic,
+        ci=f"[{low:.3f}, {high:.3f}]",
+        verdict=verdict_from_interval(low, high, "negative"),
+    )
+
+
+EQUAL_LENGTH_TOLERANCE = 0.10  # adjacent intervals count as equal when their token lengths differ by ≤ 10 %
+
+
+def _intervals(changes: pd.DataFrame) -> pd.DataFrame:
+    """Each run's checkpoint intervals after warmup (warmup unknown, as for hub checkpoints: all of them)."""
+    warmup = changes["warmup_tokens"].fillna(0) if "warmup_tokens" in changes else 0
+    return changes[changes["D_from"] >= warmup].assign(length=lambda f: f["D_to"] - f["D_from"])
+
+
+def equal_interval_pairs(changes: pd.DataFrame) -> pd.DataFrame:
+    """Per matrix, log of the change rate over an interval divided by the rate over the one before it, for
+    adjacent post-warmup intervals whose lengths agree within EQUAL_LENGTH_TOLERANCE."""
+    intervals = _intervals(changes)
+    rate = intervals.assign(rate=intervals["relative_change"] / intervals["length"])
+    late = rate.rename(columns={"D_from": "D_mid", "rate": "rate_late", "length": "length_late"})
+    early = rate.rename(columns={"D_to": "D_mid", "rate": "rate_early", "length": "length_early"})
+    pairs = early.merge(late[["run", "matrix", "D_mid", "rate_late", "length_late"]], on=["run", "matrix", "D_mid"])
+    equal = (pairs["length_late"] / pairs["length_early"] - 1).abs() <= EQUAL_LENGTH_TOLERANCE
+    pairs = pairs[equal & (pairs["rate_early"] > 0) & (pairs["rate_late"] > 0)]
+    return pairs.assign(log_rate_ratio=np.log(pairs["rate_late"] / pairs["rate_early"]))
+
+
+def _grid_without_equal_intervals(changes: pd.DataFrame) -> str:
+    """Why the grid cannot test the claim, in numbers: its post-warmup interval lengths and their ratios."""
+    lengths = sorted(_intervals(changes)[["D_from", "D_to"]].drop_duplicates().eval("D_to - D_from").unique())
+    ratios = [later / earlier for earlier, later in zip(lengths, lengths[1:])]
+    warmup = "warmup not recorded" if "warmup_tokens" not in changes else "after warmup"
+    return (
+        f"no adjacent intervals of equal length (±{EQUAL_LENGTH_TOLERANCE:.0%}) {warmup}: lengths "
+        + ", ".join(f"{length:,.0f}" for length in lengths)
+        + " tokens"
+        + (", successive ratios " + ", ".join(f"{ratio:.2f}" for ratio in ratios) if ratios else "")
+    )

@@ -1,0 +1,375 @@
+"""Every declared figure, drawn from the committed reference/smoke tables and fits, is legible: no text sits on
+other text, log axes carry readable tick labels, legends leave the data visible, series stand out from the axes
+background and tick labels do not mix an exponent with a unit suffix ("1e+09T").
+
+The checks read matplotlib's own artists after a draw, in the layout `save_figure` writes: the figure goes
+through `tidy_figure` (the steps save_figure takes before saving) and is drawn at the saving resolution.
+Saving with bbox_inches="tight" only crops or grows the canvas around the drawn artists; it moves none of them
+relative to another, so overlaps and coverage measured here are those of the saved PNG.
+"""
+
+import json
+import re
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+from conftest import REPO_ROOT
+from matplotlib.collections import PathCollection
+from matplotlib.colors import to_rgba
+from matplotlib.container import BarContainer
+from matplotlib.ticker import NullFormatter
+
+from qscaling.figures import (
+    add_footer,
+    compact_number,
+    declared_figures,
+    figure_inputs,
+    figure_modules,
+    load_figure_inputs,
+    new_figure,
+    resolve_function,
+    series_palette,
+    tidy_figure,
+)
+
+RESULTS = REPO_ROOT / "reference" / "smoke" / "results"
+# Two texts may touch (tick labels of one axis often do) but not share more than a pixel of the saved PNG.
+OVERLAP_PX = 1.0
+# WCAG 2 contrast ratio of a series against its axes background. WCAG's 3:1 for graphics would rule out the
+# mid-range of every sequential palette (viridis' green is 2.0:1 on white); 1.5:1 still rules out the pale
+# ends that vanish on white — viridis' yellow (1.3:1), rocket's and mako's near-white tails (1.1:1).
+MIN_CONTRAST = 1.5
+EXPONENT = re.compile(r"\d[eE][+-]?\d|10\^|\\times|×\s*10")
+UNIT_SUFFIX = re.compile(r"\d\s?[kMGBT](?![A-Za-z])")
+
+SPECS = [spec for module in figure_modules() for spec in declared_figures(module)]
+
+
+def artifact_path(artifact: str) -> Path:
+    """Where the smoke reference holds a table artifact: "learning_curves", "<study>" or "<study>/<name>"."""
+    study, _, name = artifact.partition("/")
+    if not name:
+        return RESULTS / "tables" / f"{study}.parquet"
+    table = RESULTS / "tables" / f"{study}_{name}.parquet"
+    return table if table.exists() else RESULTS / "fits" / study / f"{name}.parquet"
+
+
+def reference_inputs(spec) -> tuple[dict, dict]:
+    """(tables, fits) as the workflow passes them to the figure, from the smoke reference."""
+    tables = {a: artifact_path(a) for a in spec.tables.values() if artifact_path(a).exists()}
+    fits = {
+        study.name: {path.stem: path for path in sorted(study.glob("*.json"))}
+        for study in sorted((RESULTS / "fits").iterdir())
+    }
+    named = figure_inputs(spec, tables, fits)
+    assert named is not None, f"{spec.target}: the smoke reference lacks its inputs"
+    return load_figure_inputs(named)
+
+
+def drawn_ticks(axis):
+    """The ticks matplotlib draws: those whose location lies in the view (tick objects beyond it are reused)."""
+    low, high = sorted(axis.get_view_interval())
+    span = (high - low) * 1e-9
+    major, minor = axis.get_majorticklocs(), axis.get_minorticklocs()
+    ticks = list(zip(axis.get_major_ticks(len(major)), major)) + list(zip(axis.get_minor_ticks(len(minor)), minor))
+    return [tick for tick, loc in ticks if low - span <= loc <= high + span]
+
+
+def drawn_axes(fig):
+    return [ax for ax in fig.axes if ax.get_visible()]
+
+
+def shown_axes(ax):
+    """The axes' x and y axis where they are drawn (ax.axis("off") hides both)."""
+    return [axis for axis in (ax.xaxis, ax.yaxis) if ax.axison and axis.get_visible()]
+
+
+def tick_labels(axis):
+    return [label for tick in drawn_ticks(axis) for label in (tick.label1, tick.label2) if label.get_visible()]
+
+
+def legends(fig):
+    return [*fig.legends, *(ax.get_legend() for ax in drawn_axes(fig) if ax.get_legend())]
+
+
+def named_texts(fig) -> list[tuple[str, object]]:
+    """(description, Text) for every visible, non-empty text the figure draws."""
+    texts = [("figure text", t) for t in fig.texts]
+    for number, ax in enumerate(drawn_axes(fig)):
+        where = f"axes {number}"
+        texts += [(f"{where} title/annotation", t) for t in ax.get_children() if isinstance(t, plt.Text)]
+        for axis in shown_axes(ax):
+            name = axis.axis_name
+            texts += [(f"{where} {name} label", axis.label), (f"{where} {name} offset", axis.offsetText)]
+            texts += [(f"{where} {name} tick label", t) for t in tick_labels(axis)]
+        texts += [
+            (f"{where} table cell", cell.get_text()) for table in ax.tables for cell in table.get_celld().values()
+        ]
+    for legend in legends(fig):
+        texts += [("legend title", legend.get_title())] + [("legend text", t) for t in legend.get_texts()]
+    return [(name, t) for name, t in texts if t.get_visible() and t.get_text().strip()]
+
+
+def text_corners(text, renderer) -> np.ndarray:
+    """The 4 corners (pixels) of a text's rotated box: matplotlib reports only the axis-aligned box around it,
+    which for rotated tick labels overlaps its neighbours' although the glyphs do not."""
+    box = text.get_window_extent(renderer)
+    angle = np.deg2rad(text.get_rotation())
+    if angle % (np.pi / 2) == 0:
+        return np.array([[box.x0, box.y0], [box.x1, box.y0], [box.x1, box.y1], [box.x0, box.y1]])
+    rotation = text.get_rotation()
+    text.set_rotation(0)
+    upright = text.get_window_extent(renderer)
+    text.set_rotation(rotation)
+    half = np.array([[-1, -1], [1, -1], [1, 1], [-1, 1]]) * [upright.width / 2, upright.height / 2]
+    turn = np.array([[np.cos(angle), -np.sin(angle)], [np.sin(angle), np.cos(angle)]])
+    # Rotation then alignment moves the box rigidly, so its centre is the centre of the reported box.
+    return half @ turn.T + [(box.x0 + box.x1) / 2, (box.y0 + box.y1) / 2]
+
+
+def overlap(a: np.ndarray, b: np.ndarray) -> float:
+    """How deep two convex quadrilaterals overlap (pixels): the least overlap of their projections on every
+    edge normal (separating-axis theorem); ≤ 0 where some axis separates them."""
+    depth = np.inf
+    for corners in (a, b):
+        for edge in np.diff(np.vstack([corners, corners[:1]]), axis=0):
+            normal = np.array([-edge[1], edge[0]]) / np.hypot(*edge)
+            pa, pb = a @ normal, b @ normal
+            depth = min(depth, min(pa.max(), pb.max()) - max(pa.min(), pb.min()))
+    return depth
+
+
+def overlapping_texts(fig, renderer) -> list[str]:
+    texts = [(name, t, text_corners(t, renderer)) for name, t in named_texts(fig)]
+    return [
+        f"{name_a} {a.get_text()!r} overlaps {name_b} {b.get_text()!r} by {depth:.1f} px"
+        for i, (name_a, a, corners_a) in enumerate(texts)
+        for name_b, b, corners_b in texts[i + 1 :]
+        if (depth := overlap(corners_a, corners_b)) > OVERLAP_PX
+    ]
+
+
+def unlabelled_log_axes(fig) -> list[str]:
+    """Log axes with fewer than 2 labelled ticks in view; axes whose labels are hidden on purpose (a shared
+    axis labelled on its neighbour) are left out."""
+    problems = []
+    for number, ax in enumerate(drawn_axes(fig)):
+        for axis in shown_axes(ax):
+            ticks = drawn_ticks(axis)
+            hidden = not any(label.get_visible() for tick in ticks for label in (tick.label1, tick.label2))
+            labelled = [label.get_text() for label in tick_labels(axis) if label.get_text().strip()]
+            if axis.get_scale() == "log" and not hidden and len(labelled) < 2:
+                problems.append(f"axes {number} log {axis.axis_name} axis labels only {labelled}")
+    return problems
+
+
+def data_points(ax) -> np.ndarray:
+    """Pixel positions of the axes' plotted points inside its view: line vertices and markers in data
+    coordinates (not axhline/axvline, which span the axes) and scatter offsets."""
+    points = [np.empty((0, 2))]
+    for line in ax.get_lines():
+        if line.get_visible() and line.get_transform().contains_branch(ax.transData):
+            points.append(line.get_transform().transform(line.get_xydata()))
+    for collection in ax.collections:
+        if isinstance(collection, PathCollection) and collection.get_visible() and len(collection.get_offsets()):
+            points.append(collection.get_offset_transform().transform(collection.get_offsets()))
+    points = np.vstack(points)
+    points = points[np.isfinite(points).all(axis=1)]
+    return points[[ax.bbox.contains(x, y) for x, y in points]] if len(points) else points
+
+
+def legends_over_data(fig, renderer) -> list[str]:
+    problems = []
+    owners = [(ax.get_legend(), [ax]) for ax in drawn_axes(fig) if ax.get_legend()]
+    for legend, axes in owners + [(legend, drawn_axes(fig)) for legend in fig.legends]:
+        box = legend.get_window_extent(renderer)
+        for ax in axes:
+            covered = [(x, y) for x, y in data_points(ax) if box.x0 < x < box.x1 and box.y0 < y < box.y1]
+            if covered:
+                labels = [t.get_text() for t in legend.get_texts()]
+                problems.append(f"legend {labels} covers {len(covered)} data points of axes {fig.axes.index(ax)}")
+    return problems
+
+
+def relative_luminance(rgb) -> float:
+    """WCAG 2 relative luminance of an sRGB colour."""
+    linear = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in rgb]
+    return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+
+def contrast(a, b) -> float:
+    high, low = sorted((relative_luminance(a), relative_luminance(b)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+def over(color, background) -> np.ndarray:
+    """`color` as it shows over an opaque `background` (alpha blended)."""
+    rgba = to_rgba(color)
+    return np.array(rgba[:3]) * rgba[3] + np.array(background[:3]) * (1 - rgba[3])
+
+
+def series_name(artist) -> str:
+    label = artist.get_label()
+    return "(unlabelled)" if label is None or label.startswith("_") else repr(label)
+
+
+def series_colors(ax) -> list[tuple[str, object]]:
+    """(artist, colour) for every line, marker, scatter point and bar the axes draws."""
+    colors = []
+    for line in ax.get_lines():
+        if not line.get_visible() or not len(line.get_xdata()):
+            continue
+        if line.get_linestyle() not in ("None", "") and line.get_linewidth() > 0:
+            colors.append((f"line {series_name(line)}", line.get_color()))
+        if line.get_marker() not in ("None", "", " ", None):
+            face = line.get_markerfacecolor()
+            marker = face if to_rgba(face)[3] > 0 else line.get_markeredgecolor()
+            colors.append((f"markers {series_name(line)}", marker))
+    for collection in ax.collections:
+        if isinstance(collection, PathCollection) and collection.get_visible() and len(collection.get_offsets()):
+            faces = collection.get_facecolors()
+            colors += [
+                (f"scatter {series_name(collection)}", c)
+                for c in (faces if len(faces) else collection.get_edgecolors())
+            ]
+    for container in ax.containers:
+        if isinstance(container, BarContainer):
+            colors += [(f"bar {series_name(container)}", patch.get_facecolor()) for patch in container.patches]
+    return colors
+
+
+def faint_series(fig) -> list[str]:
+    problems = set()
+    for number, ax in enumerate(drawn_axes(fig)):
+        background = over(ax.get_facecolor(), to_rgba(fig.get_facecolor()))
+        for name, color in series_colors(ax):
+            shown = over(color, background)
+            if (ratio := contrast(shown, background)) < MIN_CONTRAST:
+                problems.add(f"axes {number} {name} colour {tuple(np.round(shown, 2))} contrast {ratio:.2f}")
+    return sorted(problems)
+
+
+def exponent_with_suffix(fig) -> list[str]:
+    labels = {label.get_text() for ax in drawn_axes(fig) for axis in shown_axes(ax) for label in tick_labels(axis)}
+    return sorted(f"tick label {text!r}" for text in labels if EXPONENT.search(text) and UNIT_SUFFIX.search(text))
+
+
+CHECKS = {
+    "overlapping texts": lambda fig, renderer: overlapping_texts(fig, renderer),
+    "log axes without two labels": lambda fig, renderer: unlabelled_log_axes(fig),
+    "legends over data": legends_over_data,
+    "faint series": lambda fig, renderer: faint_series(fig),
+    "exponent and unit suffix": lambda fig, renderer: exponent_with_suffix(fig),
+}
+
+
+def drawn_as_saved(fig, tidy=True):
+    """The renderer of `fig` drawn as save_figure writes it: tidied, at the saving resolution."""
+    if tidy:
+        tidy_figure(fig)
+    fig.set_dpi(plt.rcParams["savefig.dpi"])
+    fig.canvas.draw()
+    return fig.canvas.get_renderer()
+
+
+def layout_problems(fig, tidy=True) -> dict[str, list[str]]:
+    """Each check's findings on `fig`, drawn as save_figure saves it (closed afterwards)."""
+    try:
+        renderer = drawn_as_saved(fig, tidy)
+        found = {name: check(fig, renderer) for name, check in CHECKS.items()}
+    finally:
+        plt.close(fig)
+    return {name: problems for name, problems in found.items() if problems}
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=[spec.target for spec in SPECS])
+def test_figure_layout_is_legible(spec):
+    tables, fits = reference_inputs(spec)
+    problems = layout_problems(resolve_function(spec.function)(tables, fits))
+    assert not problems, f"{spec.target}:\n" + json.dumps(problems, indent=1, ensure_ascii=False)
+
+
+def test_every_declared_figure_is_checked():
+    assert len(SPECS) > 30
+
+
+# The checks themselves: each finds the defect it names on a small figure made to have it, and the tidying
+# save_figure does removes the ones it is meant to.
+
+
+def small_figure():
+    fig, axes = new_figure(width=3.0, height=2.4)
+    return fig, axes[0][0]
+
+
+def test_overlapping_texts_are_found_but_rotated_neighbours_that_miss_are_not():
+    fig, ax = small_figure()
+    ax.text(0.5, 0.5, "first label", transform=ax.transAxes)
+    ax.text(0.52, 0.5, "second label", transform=ax.transAxes)
+    assert "overlapping texts" in layout_problems(fig)
+    fig, ax = small_figure()
+    ax.set_xticks(range(6), [f"variant {i}" for i in range(6)], rotation=30, ha="right")
+    assert "overlapping texts" not in layout_problems(fig)
+
+
+def test_a_footer_goes_below_rotated_tick_labels():
+    fig, ax = small_figure()
+    ax.set_xticks(range(4), ["a long variant name"] * 4, rotation=60, ha="right")
+    ax.set_xlabel("variant")
+    add_footer(fig, "a footer long enough to wrap across the figure's width, under every label of the axes")
+    assert not layout_problems(fig)
+
+
+def test_a_log_axis_showing_one_power_of_ten_gets_two_labels():
+    def one_power():
+        fig, ax = small_figure()
+        ax.set(xscale="log", xlim=(1.1e3, 8.7e4))  # 1.9 decades, one of them labelled: 1e4
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        return fig
+
+    assert "log axes without two labels" in layout_problems(one_power(), tidy=False)
+    assert not layout_problems(one_power())
+
+
+def test_a_legend_on_the_data_is_found_and_moved_off_it():
+    def covered():
+        fig, ax = small_figure()
+        grid = np.linspace(0, 1, 30)
+        for offset in np.linspace(0, 1, 8):
+            ax.plot(grid, grid * 0 + offset, "o", ms=2, label=f"series {offset:.2f}")
+        ax.legend(fontsize=6)
+        return fig
+
+    assert "legends over data" in layout_problems(covered(), tidy=False)
+    assert not layout_problems(covered())
+
+
+def test_a_pale_series_is_found_and_series_palette_avoids_it():
+    fig, ax = small_figure()
+    ax.plot([1, 2], [1, 2], color="#fde725")  # viridis' last colour
+    assert "faint series" in layout_problems(fig)
+    assert min(contrast(color, (1, 1, 1)) for color in series_palette("viridis", 16)) >= MIN_CONTRAST
+    assert min(contrast(color, (1, 1, 1)) for color in series_palette("mako", 3)) >= MIN_CONTRAST
+
+
+def test_tick_labels_with_an_exponent_and_a_suffix_are_found():
+    fig, ax = small_figure()
+    ax.set_xticks([0, 1], ["1e+09T", "1e+10T"])
+    assert "exponent and unit suffix" in layout_problems(fig)
+
+
+@pytest.mark.parametrize(
+    "value, label",
+    [
+        (2e6, "2M"),
+        (2.5e5, "250k"),
+        (0.003, "0.003"),
+        (5e14, "500T"),
+        (1e21, "$10^{21}$"),
+        (3e-5, "$3{\\times}10^{-5}$"),
+    ],
+)
+def test_compact_number(value, label):
+    assert compact_number(value) == label
