@@ -22,6 +22,7 @@ from matplotlib.container import BarContainer
 from matplotlib.ticker import NullFormatter
 
 from qscaling.figures import (
+    COLUMN_TITLES,
     add_footer,
     compact_number,
     declared_figures,
@@ -256,8 +257,16 @@ def exponent_with_suffix(fig) -> list[str]:
     return sorted(f"tick label {text!r}" for text in labels if EXPONENT.search(text) and UNIT_SUFFIX.search(text))
 
 
+def raw_column_legends(fig) -> list[str]:
+    """Legend titles or headers that are a table's column name rather than words."""
+    legends = [ax.get_legend() for ax in fig.axes] + list(fig.legends)
+    texts = [text for legend in legends if legend is not None for text in [legend.get_title(), *legend.get_texts()]]
+    return [f"legend text {text.get_text()!r}" for text in texts if text.get_text() in COLUMN_TITLES]
+
+
 CHECKS = {
     "overlapping texts": lambda fig, renderer: overlapping_texts(fig, renderer),
+    "raw column names in legends": lambda fig, renderer: raw_column_legends(fig),
     "log axes without two labels": lambda fig, renderer: unlabelled_log_axes(fig),
     "legends over data": legends_over_data,
     "faint series": lambda fig, renderer: faint_series(fig),
@@ -373,3 +382,13 @@ def test_tick_labels_with_an_exponent_and_a_suffix_are_found():
 )
 def test_compact_number(value, label):
     assert compact_number(value) == label
+
+
+def test_a_raw_column_name_as_legend_title_is_found_and_tidied_into_words():
+    fig, ax = small_figure()
+    ax.plot([1, 2], [1, 2], label="4-bit")
+    ax.legend(title="bits")
+    assert raw_column_legends(fig) == ["legend text 'bits'"]
+    tidy_figure(fig)
+    assert raw_column_legends(fig) == [] and ax.get_legend().get_title().get_text() == "bit width"
+    plt.close(fig)

@@ -169,9 +169,32 @@ def _place_footers(fig, renderer) -> None:
         footer.set_in_layout(True)
 
 
+# Table columns seaborn writes as legend titles (and as section headers inside a legend), in words.
+COLUMN_TITLES = {
+    "bits": "bit width",
+    "P": "bit width P",
+    "size": "model",
+    "N": "N (non-embedding parameters)",
+    "D": "D (training tokens)",
+    "delta": "loss δ (nats)",
+    "split": "held-out set",
+}
+
+
+def _name_legend_columns(fig) -> None:
+    """Legend titles and section headers that are raw column names ("bits", "N") read as words."""
+    legends = [ax.get_legend() for ax in fig.axes] + list(fig.legends)
+    for legend in (legend for legend in legends if legend is not None):
+        for text in [legend.get_title(), *legend.get_texts()]:
+            if text.get_text() in COLUMN_TITLES:
+                text.set_text(COLUMN_TITLES[text.get_text()])
+
+
 def tidy_figure(fig) -> None:
-    """The layout steps `save_figure` takes before writing: log-axis labels, legends off the data, footers
-    under everything. Positions are measured on a draw, so they follow the fonts and sizes actually used."""
+    """The layout steps `save_figure` takes before writing: legend titles in words, log-axis labels, legends off
+    the data, footers under everything. Positions are measured on a draw, so they follow the fonts and sizes
+    actually used."""
+    _name_legend_columns(fig)
     _tidy_log_axes(fig)
     renderer = fig.canvas.get_renderer()
     fig.draw_without_rendering()
