@@ -401,3 +401,24 @@ def test_smoke_dag_builds_every_ahmadian_target(smoke_runs):
     table = pd.read_parquet(first / "results" / "tables" / "ahmadian2023.parquet")
     assert {"none", "w8a8", "rtn"} == set(table["method"]) and table["mean_acc"].between(0, 1).all()
     assert table.loc[table["factor"] == "precision", "emulated"].all()  # CPU: bf16/fp16 are emulated
+
+
+def test_runs_whose_degradation_spreads_within_their_noise_are_not_ranked(default_config):
+    """A rank correlation of W8A8 δs that differ by less than their noise is a correlation with noise (and flips
+    with the CPU the runs were scored on): no ranking, and no ratio to a final δ within its noise."""
+    settings = ahmadian_settings(default_config)
+    quiet = synthetic_table(True)
+    quiet["delta"] = 1e-4 + 1e-7 * np.arange(len(quiet))  # every run alike, well inside delta_se
+    rows = study.claims({"table": quiet}, {}, settings)
+    for text in ("norm gains", "activation RMSE"):
+        row = by_claim(rows, text)
+        assert row["verdict"] == "inconclusive" and "no ranking to correlate" in row["statistic"], row
+    assert (
+        "Spearman" in by_claim(study.claims({"table": synthetic_table(True)}, {}, settings), "norm gains")["statistic"]
+    )
+    within = synthetic_table(False)
+    within.loc[within["factor"] == "recipe", "delta_se"] = 1.0
+    assert (
+        "the final δ is within its noise, no ratio"
+        in by_claim(study.claims({"table": within}, {}, settings), "outlier-prone recipe")["statistic"]
+    )

@@ -71,7 +71,7 @@ def test_snakemake_builds_every_law_figure_that_needs_no_run(tmp_path, repo_root
     snakemake = shutil.which("snakemake", path=str(Path(sys.executable).parent))
     result = subprocess.run(
         [snakemake, "-s", str(repo_root / "Snakefile"), "--directory", str(tmp_path), "--cores", "2", "--quiet",
-         "--config", "scale=smoke", *targets],
+         "--config", "scale=smoke", "--", *targets],
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]

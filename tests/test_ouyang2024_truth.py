@@ -172,7 +172,9 @@ def test_weight_change_claim_resamples_matrices_not_rows():
 def test_reference_weight_changes_grid_has_no_equal_intervals(inputs):
     tables, _ = inputs
     row = study.weight_change_claim(tables["weight_changes"])
-    assert row["verdict"] == "inconclusive" and "ratios 1.82, 1.70, 1.76, 1.73" in row["statistic"]
+    # After warmup (recorded with the weight changes) the default grid's intervals grow ×1.76 and ×1.73.
+    assert row["verdict"] == "inconclusive" and "lengths 278,528, 491,520, 851,968 tokens" in row["statistic"]
+    assert "successive ratios 1.76, 1.73" in row["statistic"]
 
 
 def test_claims_carry_the_papers_values(inputs):

@@ -574,10 +574,12 @@ def _outlier_prone_claim(table: pd.DataFrame, noise: SeedNoise) -> dict:
     ratios = []
     for size in sorted(pairs.index, key=lambda name: final.loc[final["size"] == name, "N"].iloc[0]):
         interval = ratio_interval(prone[size], prone_var[size], base[size], base_var[size])
-        bounds = (
-            "unbounded: the final δ is within its noise" if interval is None else "{:.2f}, {:.2f}".format(*interval)
+        # A ratio to a δ inside its own noise is a ratio to noise: it is not quoted.
+        ratios.append(
+            f"{size}: the final δ is within its noise, no ratio"
+            if interval is None
+            else "{} {:.2f} [{:.2f}, {:.2f}]".format(size, prone[size] / base[size], *interval)
         )
-        ratios.append(f"{size} {prone[size] / base[size]:.2f} [{bounds}]")
     estimate = float((prone - base).mean())
     low, high = _interval(estimate, math.sqrt(float((prone_var + base_var).sum())) / len(pairs))
     statistic = f"W8A8 loss δ outlier-prone / final: {'; '.join(ratios)}; mean δ difference = {estimate:.2e} nats"
@@ -589,10 +591,23 @@ def spearman(x, y) -> float:
     return float(np.corrcoef(x, y)[0, 1]) if x.std() > 0 and y.std() > 0 else float("nan")
 
 
-def _rank_claim(runs: pd.DataFrame, proxy: str, text: str, *, bootstrap: int = 1000, seed: int = 0) -> dict:
-    """Spearman correlation of a proxy with W8A8 loss δ across runs, percentile bootstrap CI over runs."""
+def _rank_claim(
+    runs: pd.DataFrame, proxy: str, text: str, noise: SeedNoise, *, bootstrap: int = 1000, seed: int = 0
+) -> dict:
+    """Spearman correlation of a proxy with W8A8 loss δ across runs, percentile bootstrap CI over runs. Where the
+    runs' δ spread no wider than their noise (evaluation and seed-to-seed), their order is the noise's and so
+    would be any correlation with it: no ranking is reported."""
     if len(runs) < 4:
         return _missing(text, f"{len(runs)} runs")
+    spread = float(runs["delta"].std(ddof=1))
+    floor = math.hypot(float(runs["delta_se"].mean()), noise.sd)
+    if spread <= floor:
+        return cannot_fail_claim(
+            STUDY,
+            text,
+            f"W8A8 loss δ of the {len(runs)} runs spreads {spread:.1e}, within their noise {floor:.1e} "
+            "(evaluation and seed-to-seed): no ranking to correlate",
+        )
     estimate = spearman(runs[proxy], runs["delta"])
     rng = np.random.default_rng(seed)
     draws = [
@@ -682,8 +697,8 @@ def claims(tables: dict, fits: dict, settings: dict) -> list[dict]:
         ),
         _w4_claim(table[table["final"] & table["factor"].isin(FACTORS)]),
         _outlier_rule_claim(table, runs),
-        _rank_claim(runs, "gain_std", "The spread of the norm gains tracks W8A8 sensitivity (Fig. 5)"),
-        _rank_claim(runs, "rmse", "The W8A8 activation RMSE of the QKV input tracks W8A8 sensitivity (Fig. 5)"),
+        _rank_claim(runs, "gain_std", "The spread of the norm gains tracks W8A8 sensitivity (Fig. 5)", noise),
+        _rank_claim(runs, "rmse", "The W8A8 activation RMSE of the QKV input tracks W8A8 sensitivity (Fig. 5)", noise),
         _outlier_prone_claim(table, noise),
     ]
 
