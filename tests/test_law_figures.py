@@ -76,7 +76,8 @@ def test_snakemake_builds_every_law_figure_that_needs_no_run(tmp_path, repo_root
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     for target in targets:
-        assert (tmp_path / target).read_bytes()[:4] == b"\x89PNG", target
+        written = (tmp_path / target).read_bytes()
+        assert written[:4] == b"\x89PNG" if target.endswith(".png") else written.count(b"\n") > 1, target
     assert not (tmp_path / "results" / "runs").exists()  # drawn from the papers' constants: nothing trained
     table = ouyang2024.table1_frame({}, {}).to_csv()
     assert "paper Table 1" in table and "per-bit-width" in table
