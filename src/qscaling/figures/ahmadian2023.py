@@ -94,7 +94,11 @@ def _bars(ax, rows, value, se, paper=None):
     ax.set_xticks(x, labels, rotation=30, ha="right")
 
 
-@figure(tables={"evals": "ahmadian2023", "proxies": "ahmadian2023/proxies", "values": "ahmadian2023/values"})
+# What every figure and table of the study reads.
+STUDY_TABLES = {"evals": "ahmadian2023", "proxies": "ahmadian2023/proxies", "values": "ahmadian2023/values"}
+
+
+@figure(tables=STUDY_TABLES)
 def fig1(tables, fits):
     """Mean task accuracy vs size: unquantized vs W8A8, our recipe vs the outlier-prone recipe (or OPT)."""
     rows = _final(tables["evals"], factors=["recipe", "outlier_prone", "released"])
@@ -106,7 +110,7 @@ def fig1(tables, fits):
     return fig
 
 
-@figure(tables={"evals": "ahmadian2023", "proxies": "ahmadian2023/proxies", "values": "ahmadian2023/values"})
+@figure(tables=STUDY_TABLES)
 def fig2(tables, fits):
     """% accuracy change (top) and loss δ (bottom) after W8A8 for weight decay, dropout and clipping."""
     rows = _final(tables["evals"], "w8a8", ("weight_decay", "dropout", "grad_clip"))
@@ -125,7 +129,7 @@ def fig2(tables, fits):
     return fig
 
 
-@figure(tables={"evals": "ahmadian2023", "proxies": "ahmadian2023/proxies", "values": "ahmadian2023/values"})
+@figure(tables=STUDY_TABLES)
 def fig3(tables, fits):
     """bf16 vs fp16: % accuracy change and loss δ at the end of training, and loss δ over the checkpoints."""
     evals = tables["evals"]
@@ -152,7 +156,7 @@ def fig3(tables, fits):
     return fig
 
 
-@figure(tables={"evals": "ahmadian2023", "proxies": "ahmadian2023/proxies", "values": "ahmadian2023/values"})
+@figure(tables=STUDY_TABLES)
 def fig4(tables, fits):
     """Histograms of one block's QKV weights and norm gains, bf16 vs fp16 (first weight-decay group)."""
     values = tables["values"]
@@ -182,7 +186,7 @@ def _proxy_panels(rows, x, hue, kind):
     return fig
 
 
-@figure(tables={"evals": "ahmadian2023", "proxies": "ahmadian2023/proxies", "values": "ahmadian2023/values"})
+@figure(tables=STUDY_TABLES)
 def fig5(tables, fits):
     """The four proxies (mean over blocks) per variant at the end of training."""
     proxies = tables["proxies"]
@@ -197,7 +201,7 @@ def fig5(tables, fits):
     return fig
 
 
-@figure(tables={"evals": "ahmadian2023", "proxies": "ahmadian2023/proxies", "values": "ahmadian2023/values"})
+@figure(tables=STUDY_TABLES)
 def fig10(tables, fits):
     """The proxies against depth for the weight-decay variants."""
     proxies = tables["proxies"]
@@ -207,7 +211,7 @@ def fig10(tables, fits):
     return fig
 
 
-@figure(tables={"evals": "ahmadian2023", "proxies": "ahmadian2023/proxies", "values": "ahmadian2023/values"})
+@figure(tables=STUDY_TABLES)
 def fig11(tables, fits):
     """The proxies against depth for bf16 vs fp16."""
     proxies = tables["proxies"]
@@ -241,9 +245,7 @@ def table_ablations_frame(tables, fits):
     ].reset_index(drop=True)
 
 
-@figure(
-    tables={"evals": "ahmadian2023", "proxies": "ahmadian2023/proxies", "values": "ahmadian2023/values"}, frame=True
-)
+@figure(tables=STUDY_TABLES, frame=True)
 def table_ablations(tables, fits):
     return _render(
         table_ablations_frame(tables, fits),
@@ -273,9 +275,7 @@ def table4_frame(tables, fits):
     return pd.concat([wide, paper], ignore_index=True)[["factor", "size", "N", "unquantized", "W8A8", "W4"]]
 
 
-@figure(
-    tables={"evals": "ahmadian2023", "proxies": "ahmadian2023/proxies", "values": "ahmadian2023/values"}, frame=True
-)
+@figure(tables=STUDY_TABLES, frame=True)
 def table4(tables, fits):
     return _render(
         table4_frame(tables, fits),
@@ -292,9 +292,7 @@ def table5_frame(tables, fits):
     return rows[columns].rename(columns={"delta": "w8a8_loss_delta"}).reset_index(drop=True)
 
 
-@figure(
-    tables={"evals": "ahmadian2023", "proxies": "ahmadian2023/proxies", "values": "ahmadian2023/values"}, frame=True
-)
+@figure(tables=STUDY_TABLES, frame=True)
 def table5(tables, fits):
     return _render(
         table5_frame(tables, fits),

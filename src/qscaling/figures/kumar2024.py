@@ -111,7 +111,11 @@ def _series_order(rows):
     return [f"INT{b}" for b in sorted(set(rows["bits"]) - {16})] + ["no PTQ"]
 
 
-@figure(tables={"ptq": "kumar2024"}, fits="kumar2024")
+# What every data-driven figure reads: the PTQ table and the δ_PTQ fits.
+study_figure = figure(tables={"ptq": "kumar2024"}, fits="kumar2024")
+
+
+@study_figure
 def fig1_left(tables, fits):
     """Smallest model: post-PTQ loss against tokens per parameter; ★ marks each format's best budget when the
     loss rises after it (the critical data size), and the axes say so when no format's loss turns up."""
@@ -207,25 +211,25 @@ def _ptq_grid(tables, fits, method):
     return fig
 
 
-@figure(tables={"ptq": "kumar2024"}, fits="kumar2024")
+@study_figure
 def fig2(tables, fits):
     """δ_PTQ against D/N for every size (GPTQ): linear with noise bars, and log with the fitted law."""
     return _ptq_grid(tables, fits, "gptq")
 
 
-@figure(tables={"ptq": "kumar2024"}, fits="kumar2024")
+@study_figure
 def fig10(tables, fits):
     """Fig. 2 with AWQ."""
     return _ptq_grid(tables, fits, "awq")
 
 
-@figure(tables={"ptq": "kumar2024"}, fits="kumar2024")
+@study_figure
 def fig11(tables, fits):
     """Fig. 2 with round-to-nearest."""
     return _ptq_grid(tables, fits, "rtn")
 
 
-@figure(tables={"ptq": "kumar2024"}, fits="kumar2024")
+@study_figure
 def fig12(tables, fits):
     """Annealing-schedule ablation, WSD cooldown against cosine (the paper's Fig. 12 uses linear decay instead):
     δ_PTQ against D under both, and the ratio of their mean δ."""
@@ -258,7 +262,7 @@ def fig12(tables, fits):
     return fig
 
 
-@figure(tables={"ptq": "kumar2024"}, fits="kumar2024")
+@study_figure
 def fig19(tables, fits):
     """Predicted against measured δ_PTQ for every (N, D, bits) point the GPTQ law was fitted on."""
     quantized = _ptq_rows(tables)

@@ -154,7 +154,8 @@ def _panels(count, **kwargs):
     return new_figure(count, 1, width=3.0, height=2.9, **kwargs)
 
 
-@figure(
+# What every data-driven figure reads: the QiD table, the one-factor fits, the weight changes and the fitted laws.
+study_figure = figure(
     tables={
         "evals": "ouyang2024",
         "one_factor": "ouyang2024/one_factor",
@@ -162,6 +163,9 @@ def _panels(count, **kwargs):
     },
     fits="ouyang2024",
 )
+
+
+@study_figure
 def fig2(tables, fits):
     """Post-quantization loss across training, one panel per size: the QiD gap of GPTQ 2/3/4-bit to 16-bit,
     with the losses themselves inset (on a loss scale the quantized curves cover the 16-bit one)."""
@@ -229,53 +233,25 @@ def _label_every_value(axis, values) -> None:
     axis.set_minor_formatter(NullFormatter())
 
 
-@figure(
-    tables={
-        "evals": "ouyang2024",
-        "one_factor": "ouyang2024/one_factor",
-        "weight_changes": "ouyang2024/weight_changes",
-    },
-    fits="ouyang2024",
-)
+@study_figure
 def fig3(tables, fits):
     """QiD against training tokens, per size (panels) and bits (colours), beside the paper's slope."""
     return _one_factor(tables, fits, "D", "N", "bits", "qid_tokens", guide=law.TOKENS_EXPONENT)
 
 
-@figure(
-    tables={
-        "evals": "ouyang2024",
-        "one_factor": "ouyang2024/one_factor",
-        "weight_changes": "ouyang2024/weight_changes",
-    },
-    fits="ouyang2024",
-)
+@study_figure
 def fig4(tables, fits):
     """QiD against model size, per bits (panels) and training tokens (colours)."""
     return _one_factor(tables, fits, "N", "bits", "D", "qid_size")
 
 
-@figure(
-    tables={
-        "evals": "ouyang2024",
-        "one_factor": "ouyang2024/one_factor",
-        "weight_changes": "ouyang2024/weight_changes",
-    },
-    fits="ouyang2024",
-)
+@study_figure
 def fig5(tables, fits):
     """QiD against bit width, per size (panels) and training tokens (colours)."""
     return _one_factor(tables, fits, "P", "N", "D", "qid_bits")
 
 
-@figure(
-    tables={
-        "evals": "ouyang2024",
-        "one_factor": "ouyang2024/one_factor",
-        "weight_changes": "ouyang2024/weight_changes",
-    },
-    fits="ouyang2024",
-)
+@study_figure
 def fig6(tables, fits):
     """The unified law k·D^β/(N^α·P^γ): measured QiD and the fit, per bit width."""
     rows, fit = _gptq(tables), fits.get("qid")
@@ -294,14 +270,7 @@ def fig6(tables, fits):
     return fig
 
 
-@figure(
-    tables={
-        "evals": "ouyang2024",
-        "one_factor": "ouyang2024/one_factor",
-        "weight_changes": "ouyang2024/weight_changes",
-    },
-    fits="ouyang2024",
-)
+@study_figure
 def fig7(tables, fits):
     """Predicted quantized loss (Kaplan-form 16-bit law + unified QiD) against the measured one, and the QiD part
     alone: on the loss scale the 16-bit law's spread hides the quantization gap."""
@@ -333,14 +302,7 @@ def fig7(tables, fits):
     return fig
 
 
-@figure(
-    tables={
-        "evals": "ouyang2024",
-        "one_factor": "ouyang2024/one_factor",
-        "weight_changes": "ouyang2024/weight_changes",
-    },
-    fits="ouyang2024",
-)
+@study_figure
 def fig8(tables, fits):
     """QiD on the in-domain held-out set and on out-of-domain technical English."""
     rows = pd.concat([_gptq(tables, "val"), _gptq(tables, "ood")])
@@ -370,14 +332,7 @@ def fig8(tables, fits):
     return fig
 
 
-@figure(
-    tables={
-        "evals": "ouyang2024",
-        "one_factor": "ouyang2024/one_factor",
-        "weight_changes": "ouyang2024/weight_changes",
-    },
-    fits="ouyang2024",
-)
+@study_figure
 def fig9(tables, fits):
     """GPTQ vs AWQ vs bitsandbytes-style FP4 at 4 bits, with a k·D^β/N^α fit per method."""
     table = tables["evals"]
@@ -399,14 +354,7 @@ def fig9(tables, fits):
     return fig
 
 
-@figure(
-    tables={
-        "evals": "ouyang2024",
-        "one_factor": "ouyang2024/one_factor",
-        "weight_changes": "ouyang2024/weight_changes",
-    },
-    fits="ouyang2024",
-)
+@study_figure
 def fig11(tables, fits):
     """Every (N, D) point, coloured by bit width, marker size = QiD."""
     rows = _gptq(tables)
@@ -426,14 +374,7 @@ def fig11(tables, fits):
     return fig
 
 
-@figure(
-    tables={
-        "evals": "ouyang2024",
-        "one_factor": "ouyang2024/one_factor",
-        "weight_changes": "ouyang2024/weight_changes",
-    },
-    fits="ouyang2024",
-)
+@study_figure
 def fig12(tables, fits):
     """Relative weight change ‖W_t+1 − W_t‖/‖W_t‖ between adjacent checkpoints, per size."""
     changes = tables["weight_changes"]
