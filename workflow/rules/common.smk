@@ -42,11 +42,12 @@ FIT_TABLES = {
     study: {name: LAYOUT.fit_table(study, name) for name in getattr(module, "FIT_TABLES", ())}
     for study, module in STUDIES.items()
 }
-# Artifact id -> path: what figures and claims read ("learning_curves", "<study>", "<study>/<table>").
+# Each study's tables by name ("table", its jobs' and fits' tables): what its claims read.
+STUDY_ARTIFACTS = {study: artifacts(module, STUDY_JOBS[study], LAYOUT) for study, module in STUDIES.items()}
+# Artifact id -> path: what figures read ("learning_curves", "<study>", "<study>/<table>").
 ARTIFACTS = {"learning_curves": "results/tables/learning_curves.parquet"}
-for study, module in STUDIES.items():
-    for name, path in artifacts(module, config, EVALUATIONS[study], LAYOUT).items():
-        ARTIFACTS[study if name == "table" else f"{study}/{name}"] = path
+for study, named in STUDY_ARTIFACTS.items():
+    ARTIFACTS.update({study if name == "table" else f"{study}/{name}": path for name, path in named.items()})
 
 FIGURES = []  # (spec, named inputs)
 for figure_module in figure_modules([m.FIGURES for m in STUDIES.values() if hasattr(m, "FIGURES")]):
@@ -54,11 +55,3 @@ for figure_module in figure_modules([m.FIGURES for m in STUDIES.values() if hasa
         inputs = figure_inputs(spec, ARTIFACTS, STUDY_FITS)
         if inputs is not None:
             FIGURES.append((spec, inputs))
-
-
-def study_artifacts(study):
-    """The named tables a study's claims read: its table, its jobs' tables and its fit tables."""
-    prefix = f"{study}/"
-    named = {"table": ARTIFACTS[study]}
-    named.update({key.removeprefix(prefix): path for key, path in ARTIFACTS.items() if key.startswith(prefix)})
-    return named

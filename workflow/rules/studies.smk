@@ -123,7 +123,7 @@ for study, module in STUDIES.items():
 
 # Named inputs "<study>.<table>" and "<study>.fit.<name>": the claims script reads exactly these files.
 CLAIM_INPUTS = {
-    **{f"{study}.{name}": path for study in STUDIES for name, path in study_artifacts(study).items()},
+    **{f"{study}.{name}": path for study, named in STUDY_ARTIFACTS.items() for name, path in named.items()},
     **{f"{study}.fit.{name}": path for study, fits in STUDY_FITS.items() for name, path in fits.items()},
 }
 

@@ -227,11 +227,11 @@ def jobs(module, config: dict, evaluations: list, layout: Layout) -> list[Job]:
     return module.jobs(config, evaluations, layout) if hasattr(module, "jobs") else []
 
 
-def artifacts(module, config: dict, evaluations: list, layout: Layout) -> dict[str, str]:
+def artifacts(module, study_jobs: list[Job], layout: Layout) -> dict[str, str]:
     """Every table a study makes, by name: "table" (its tidy table), its jobs' outputs and its fit tables."""
     study = module.STUDY
     tables = {"table": layout.table(study)}
-    for job in jobs(module, config, evaluations, layout):
+    for job in study_jobs:
         tables.update({name: path for name, path in job.outputs.items() if str(path).endswith(".parquet")})
     tables.update({name: layout.fit_table(study, name) for name in getattr(module, "FIT_TABLES", ())})
     return tables
