@@ -1,12 +1,10 @@
 """`snakemake --report` on the shared smoke run: the HTML builds and lists every figure, the claims table and the
 fitted-law table; every report item has a caption file."""
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, run_snakemake
 
 from qscaling.figures import declared_figures, figure_modules
 
@@ -36,24 +34,7 @@ def test_every_report_item_has_a_caption_file(repo_root):
 def test_the_report_builds_and_lists_every_figure(smoke_runs, tmp_path):
     workdir = smoke_runs[0]
     html = tmp_path / "report.html"
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "snakemake",
-            "-s",
-            str(REPO_ROOT / "Snakefile"),
-            "--directory",
-            str(workdir),
-            "--config",
-            "scale=smoke",
-            "--report",
-            str(html),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    result = run_snakemake(workdir, "--report", str(html), timeout=600)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     # docutils reports a caption it cannot parse (e.g. |x| read as a substitution) and the report still builds.
     problems = [line for line in result.stderr.splitlines() if "(ERROR/" in line or "(SEVERE/" in line]
