@@ -66,7 +66,7 @@ def test_plan_reuses_the_shared_trunks_and_tracks_only_the_precision_runs(defaul
     assert runs["grad_clip · none"] == runs["weight_decay · 0.001"]  # one run serves both ablations
     assert len(set(labels["run"])) == 19 and len(set(labels["run"]) - recipe_runs) == 16
     seeds = labels[labels["factor"] == "seed"]
-    assert seeds["level"].tolist() == ["1", "2"] and set(seeds["size"]) == {"N50k"}
+    assert seeds["level"].tolist() == ["1", "2"] and set(seeds["size"]) == {"N40k"}
     for run in seeds["run"]:  # the final recipe again, another seed
         spec = planner.runs[run].spec
         assert spec.seed in (1, 2) and spec.weight_decay == 0.1 and spec.grad_clip == 1.0 and spec.dropout == 0.0
@@ -109,8 +109,8 @@ def test_config_errors_name_the_key(raw_config):
     with pytest.raises(ConfigError, match="studies.ahmadian2023.recipe.precision"):
         resolve_config(bad)
     bad = copy.deepcopy(raw_config)
-    bad["studies"]["ahmadian2023"]["sizes"] = ["N25k", "N6B"]
-    with pytest.raises(ConfigError, match=r"studies.ahmadian2023.sizes.1: size 'N6B' is not in ladder \(defined: N25k"):
+    bad["studies"]["ahmadian2023"]["sizes"] = ["N21k", "N6B"]
+    with pytest.raises(ConfigError, match=r"studies.ahmadian2023.sizes.1: size 'N6B' is not in ladder \(defined: N21k"):
         resolve_config(bad)
 
 

@@ -34,9 +34,9 @@ MALFORMED = [
     ({"corpus": {"sources": ["wikipedia"]}}, r"config key corpus\.sources\.0"),
     ({"corpus": {"val_fraction": 1.5}}, r"config key corpus\.val_fraction"),
     ({"corpus": {"vocab_size": 70000}}, r"config key corpus\.vocab_size"),
-    ({"ladder": {"N25k": {"d_model": 33}}}, r"config key ladder\.N25k: model shape: d_model=33 is not divisible"),
-    ({"ladder": {"N25k": {"n_layers": 2.5}}}, r"config key ladder\.N25k\.n_layers"),
-    ({"ladder": {"N25k": {"d_model": 36, "n_heads": 4}}}, r"config key ladder\.N25k: .*head dim 9 must be even"),
+    ({"ladder": {"N21k": {"d_model": 25}}}, r"config key ladder\.N21k: model shape: d_model=25 is not divisible"),
+    ({"ladder": {"N21k": {"n_layers": 2.5}}}, r"config key ladder\.N21k\.n_layers"),
+    ({"ladder": {"N21k": {"d_model": 36, "n_heads": 4}}}, r"config key ladder\.N21k: .*head dim 9 must be even"),
     ({"learning_curves": {"sizes": ["N1G"]}}, r"config key learning_curves\.sizes\.0: size 'N1G' is not in ladder"),
     ({"learning_curves": {"first_milestone": 10**9}}, r"config key learning_curves\.first_milestone"),
     ({"scale": "huge"}, r"config key scale: 'huge' is not a preset"),
@@ -72,7 +72,7 @@ MALFORMED_SPECS = [
     ({"studies": {"ouyang2024": {"gptq_bits": [9]}}}, SPECS(r"ouyang2024\.gptq_bits\.0")),
     ({"studies": {"ouyang2024": {"first_checkpoint": 10**8}}}, SPECS(r"ouyang2024\.first_checkpoint: must be below")),
     (
-        {"studies": {"ouyang2024": {"sizes": ["N25k", "N9M"]}}},
+        {"studies": {"ouyang2024": {"sizes": ["N21k", "N9M"]}}},
         SPECS(r"ouyang2024\.sizes\.1: size 'N9M' is not in ladder"),
     ),
     ({"studies": {"kumar2024": {"weight_format": "int{bits}:g0"}}}, SPECS(r"kumar2024\.weight_format: .*group size")),
@@ -126,7 +126,7 @@ MALFORMED_SPECS = [
         SPECS(r"ahmadian2023\.ablations\.precision\.across\.weight_decay\.1: weight_decay -0\.5"),
     ),
     ({"studies": {"ahmadian2023": {"size": "N6B"}}}, SPECS(r"ahmadian2023\.size: size 'N6B' is not in ladder")),
-    ({"studies": {"ahmadian2023": {"sizes": ["N25k", "N6B"]}}}, SPECS(r"ahmadian2023\.sizes\.1: size 'N6B'")),
+    ({"studies": {"ahmadian2023": {"sizes": ["N21k", "N6B"]}}}, SPECS(r"ahmadian2023\.sizes\.1: size 'N6B'")),
     ({"training": {"autocast": "fp8"}}, r"config key training\.autocast"),
 ]
 

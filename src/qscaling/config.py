@@ -63,8 +63,6 @@ def _check_semantics(config: dict) -> None:
             raise ConfigError(f"config key ladder.{name}: {error}") from error
     check_sizes(config, "learning_curves.sizes", config["learning_curves"]["sizes"])
     curves = config["learning_curves"]
-    if config["training"]["warmup_tokens"] >= curves["total_tokens"]:
-        raise ConfigError("config key training.warmup_tokens: must be below learning_curves.total_tokens")
     if curves["first_milestone"] >= curves["total_tokens"]:
         raise ConfigError("config key learning_curves.first_milestone: must be below learning_curves.total_tokens")
     corpus = config["corpus"]

@@ -31,6 +31,29 @@ class RunPlan:
     branch_points: set = field(default_factory=set)  # token counts to save resumable state at (WSD cooldowns)
 
 
+# Keys of the `training` section that are not RunSpec fields: the shape's context, checkpointing, and the rules
+# that turn a size into its peak LR and warmup (`peak_lr`, `warmup_tokens`).
+RECIPE_KEYS = ("seq_len", "state_every_steps", "lr", "lr_reference_params", "lr_exponent", "warmup_tokens_per_param",
+               "warmup_max_fraction")  # fmt: skip
+
+
+def peak_lr(training: dict, n_params: int) -> float:
+    """The size's peak LR: `lr` at `lr_reference_params`, scaled as N^−lr_exponent (the power law `snakemake
+    ladder_lr` fits to the per-size optima), rounded to 3 significant digits so run ids stay readable."""
+    value = training["lr"] * (n_params / training["lr_reference_params"]) ** -training["lr_exponent"]
+    return float(f"{value:.3g}")
+
+
+def warmup_tokens(training: dict, n_params: int, schedule: str, total_tokens: int) -> int:
+    """Linear warmup over `warmup_tokens_per_param`·N tokens, so it grows with the model and not with the budget
+    (a WSD trunk serves every budget, so its warmup cannot depend on one); a cosine run's warmup is also capped at
+    `warmup_max_fraction` of its tokens, so a short run is not mostly warmup."""
+    tokens = round(training["warmup_tokens_per_param"] * n_params)
+    if schedule == "cosine":
+        tokens = min(tokens, math.floor(training["warmup_max_fraction"] * total_tokens))
+    return tokens
+
+
 def log_spaced_tokens(start: int, stop: int, count: int) -> list[int]:
     """`count` token counts from `start` to `stop`, evenly spaced in log, rounded to 3 significant digits."""
     values = np.geomspace(max(start, 1), stop, count)
@@ -46,13 +69,15 @@ class Planner:
         self.hub_runs: dict[str, HubRun] = {}
 
     def spec(self, size: str, total_tokens: int, **overrides) -> RunSpec:
-        training = {k: v for k, v in self.config["training"].items() if k not in ("seq_len", "state_every_steps")}
+        training = self.config["training"]
         shape = ModelShape(
-            **self.config["ladder"][size],
-            vocab_size=self.config["corpus"]["vocab_size"],
-            seq_len=self.config["training"]["seq_len"],
+            **self.config["ladder"][size], vocab_size=self.config["corpus"]["vocab_size"], seq_len=training["seq_len"]
         )
-        fields = {**training, "betas": tuple(training["betas"]), **overrides}
+        fields = {k: v for k, v in training.items() if k not in RECIPE_KEYS} | {"betas": tuple(training["betas"])}
+        fields |= overrides
+        n_params = shape.non_embedding_params
+        fields.setdefault("lr", peak_lr(training, n_params))
+        fields.setdefault("warmup_tokens", warmup_tokens(training, n_params, fields["schedule"], total_tokens))
         return RunSpec(size=size, shape=shape, data=self.data_id, total_tokens=total_tokens, **fields)
 
     def _need(self, spec: RunSpec, milestones=(), branch_points=()) -> str:

@@ -467,18 +467,19 @@ def _trend_claim(rows: pd.DataFrame, factor: str, text: str, *, log_x: bool, exp
 DECAY_TO_ACT = 0.2
 
 
-def decay_budget(training: dict, tokens: int) -> tuple[int, float]:
-    """(optimizer steps, mean learning rate over them) of one ablation run: a trunk of `tokens` tokens on the
-    `training` recipe's schedule, with no cooldown."""
+def decay_budget(training: dict, tokens: int, n_params: int) -> tuple[int, float]:
+    """(optimizer steps, mean learning rate over them) of one ablation run of `n_params` parameters: a trunk of
+    `tokens` tokens on the `training` recipe's schedule, with no cooldown."""
     from types import SimpleNamespace
 
+    from qscaling.plan import peak_lr, warmup_tokens
     from qscaling.train import lr_at
 
     # The schedule fields of a RunSpec, all that lr_at reads.
     schedule = SimpleNamespace(
-        lr=training["lr"],
+        lr=peak_lr(training, n_params),
         min_lr_ratio=training["min_lr_ratio"],
-        warmup_tokens=training["warmup_tokens"],
+        warmup_tokens=warmup_tokens(training, n_params, training["schedule"], tokens),
         schedule=training["schedule"],
         total_tokens=tokens,
         cooldown=None,
@@ -496,7 +497,7 @@ def _weight_decay_claim(rows: pd.DataFrame, noise: SeedNoise, settings: dict) ->
     training = settings.get("training")
     if training is None:
         return {**trend, "statistic": f"{trend['statistic']}; optimizer steps unknown (no training recipe given)"}
-    steps, mean_lr = decay_budget(training, settings["tokens"])
+    steps, mean_lr = decay_budget(training, settings["tokens"], int(rows["N"].iloc[0]))
     weight_decay = max(settings["ablations"]["weight_decay"]["values"])
     shrinkage = mean_lr * weight_decay * steps
     budget = f"lr·wd·steps = {mean_lr:.2e} · {weight_decay:g} · {steps} = {shrinkage:.3f} at the largest weight decay"

@@ -1,6 +1,6 @@
 """Kumar et al. 2024, post-training quantization: δ_PTQ of annealed models across N and D, by method and bits.
 
-Grid: every (size, budget) with N·D ≤ `max_ND`, annealed by a WSD cooldown branch (or a cosine run per budget),
+Grid: every (size, budget) with N·D ≤ `max_ND` and D/N ≥ `min_tokens_per_param`, annealed by a WSD cooldown branch (or a cosine run per budget),
 quantized with GPTQ, AWQ and RTN at INT3–6 (per-channel weights, the paper's setting). The schedule ablation
 (Fig. 12) repeats the smallest size's grid with the other annealing schedule.
 """
@@ -47,7 +47,7 @@ def plan(config: dict, planner) -> list[Evaluation]:
     for size in study["sizes"]:
         n = non_embedding_params(config, size)
         for budget in study["budgets"]:
-            if n * budget <= study["max_ND"]:
+            if n * budget <= study["max_ND"] and budget >= study["min_tokens_per_param"] * n:
                 run = planner.annealed(size, budget, study["anneal"], study["cooldown_fraction"])
                 evaluations.append(Evaluation(STUDY, run, budget))
     ablation = study["schedule_ablation"]

@@ -1,0 +1,270 @@
+"""The model ladder: every size annealed at every budget in range, the Chinchilla law fitted on those points, and
+the learning-rate sweep that chose the recipe every other study trains with.
+
+Grid: each (size, budget) with `min_tokens_per_param` ≤ D/N ≤ `max_tokens_per_param`, annealed by a WSD cooldown
+branch of the size's trunk (Chinchilla's annealed-per-budget points, not constant-LR trunk checkpoints; the same
+runs Kumar et al.'s PTQ grid quantizes). Sweep (`lr_sweep`, target `snakemake ladder_lr`): each swept size at the
+grid budget nearest `tokens_per_param`·N, with the recipe's peak LR times each of `lr_multipliers`; the ×1 point is
+the grid's own run. Each size's optimum is the vertex of a parabola in log LR through its three best points, and
+LR*(N) is fitted as a power law — the `training.lr` / `lr_exponent` the config should carry.
+"""
+
+import math
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from qscaling.config import ConfigError, check_sizes
+from qscaling.laws.baseline import CHINCHILLA
+from qscaling.plan import peak_lr
+from qscaling.shape import ModelShape
+from qscaling.studies import Evaluation, Job, Scoring, label, try_fit
+from qscaling.studies.claims import INCONCLUSIVE, claim, positive_parameter_claim
+
+STUDY = "ladder"
+FIGURES = "qscaling.figures.common"
+SHARED_SETTINGS = ("training",)
+EPOCH_AI = CHINCHILLA.paper_params["epoch2024"]  # Besiroglu et al.'s refit of Chinchilla: α 0.348, β 0.366
+HELDOUT_TARGET = 0.03  # leave-one-size-out relative error the ladder is designed to reach
+
+
+def non_embedding_params(config: dict, size: str) -> int:
+    return ModelShape(
+        **config["ladder"][size], vocab_size=config["corpus"]["vocab_size"], seq_len=config["training"]["seq_len"]
+    ).non_embedding_params
+
+
+def check_config(config: dict) -> None:
+    block, key = config["studies"][STUDY], f"studies.{STUDY}"
+    check_sizes(config, f"{key}.sizes", block["sizes"])
+    check_sizes(config, f"{key}.lr_sweep.sizes", block["lr_sweep"]["sizes"])
+    if block["min_tokens_per_param"] > block["max_tokens_per_param"]:
+        raise ConfigError(f"config key {key}.min_tokens_per_param: above max_tokens_per_param")
+    if 1 not in block["lr_sweep"]["lr_multipliers"]:
+        raise ConfigError(f"config key {key}.lr_sweep.lr_multipliers: must include 1 (the recipe's own LR)")
+    for size in block["sizes"]:
+        if not grid_budgets(config, size):
+            raise ConfigError(
+                f"config key {key}.budgets: no budget puts {size} (N={non_embedding_params(config, size):,}) "
+                f"within D/N ∈ [{block['min_tokens_per_param']}, {block['max_tokens_per_param']}]"
+            )
+
+
+def grid_budgets(config: dict, size: str) -> list[int]:
+    block, n = config["studies"][STUDY], non_embedding_params(config, size)
+    return [d for d in block["budgets"] if block["min_tokens_per_param"] <= d / n <= block["max_tokens_per_param"]]
+
+
+def sweep_budget(config: dict, size: str) -> int:
+    """The budget of `size`'s LR sweep: of all budgets, the one nearest (in log) `tokens_per_param`·N."""
+    block, n = config["studies"][STUDY], non_embedding_params(config, size)
+    target = block["lr_sweep"]["tokens_per_param"] * n
+    return min(block["budgets"], key=lambda budget: abs(math.log(budget / target)))
+
+
+def sweep_lr(config: dict, size: str, multiplier: float) -> float:
+    """The swept peak LR: the recipe's LR for the size times `multiplier`, rounded as the recipe's is."""
+    return float(f"{peak_lr(config['training'], non_embedding_params(config, size)) * multiplier:.3g}")
+
+
+def plan(config: dict, planner) -> list[Evaluation]:
+    """The grid's points and the sweep's, one evaluation per checkpoint: the sweep's ×1 point is a grid point and
+    carries both labels."""
+    block = config["studies"][STUDY]
+    anneal, fraction = block["anneal"], block["cooldown_fraction"]
+    labels = {}
+    for size in block["sizes"]:
+        for budget in grid_budgets(config, size):
+            run = planner.annealed(size, budget, anneal, fraction)
+            labels.setdefault((run, budget), []).append(label(variant="grid", lr_multiplier=1.0))
+    for size in block["lr_sweep"]["sizes"]:
+        budget = sweep_budget(config, size)
+        for multiplier in block["lr_sweep"]["lr_multipliers"]:
+            run = planner.annealed(size, budget, anneal, fraction, lr=sweep_lr(config, size, multiplier))
+            labels.setdefault((run, budget), []).append(label(variant="lr_sweep", lr_multiplier=float(multiplier)))
+    return [Evaluation(STUDY, run, tokens, tuple(variants)) for (run, tokens), variants in labels.items()]
+
+
+def scoring(config: dict, layout) -> Scoring:
+    params = {"eval_tokens": config["studies"][STUDY]["eval_tokens"], "batch_size": config["evaluation"]["batch_size"]}
+    return Scoring(f"{__name__}:score_job", {"val": layout.data("val.bin")}, params, message="Scoring")
+
+
+def score_job(checkpoint, inputs: dict, params: dict, labels: list[dict], device: str) -> dict:
+    """The held-out loss of one annealed checkpoint, with the peak LR and warmup it trained with."""
+    from qscaling.checkpoint import load_checkpoint
+    from qscaling.data import load_tokens
+    from qscaling.evaluate import evaluate_loss
+    from qscaling.studies import with_labels
+    from qscaling.studies.ptq import checkpoint_columns
+
+    model, metadata = load_checkpoint(checkpoint)
+    model.to(device)
+    result = evaluate_loss(
+        model,
+        load_tokens(inputs["val"]),
+        seq_len=model.config.max_position_embeddings,
+        batch_size=params["batch_size"],
+        max_tokens=params["eval_tokens"],
+    )
+    spec = metadata["spec"]
+    row = {
+        **checkpoint_columns(model, metadata),
+        "lr": spec["lr"],
+        "warmup_tokens": spec["warmup_tokens"],
+        "loss": result["loss"],
+        "loss_se": result["loss_se"],
+        "eval_tokens": result["tokens"],
+    }
+    return {"table": with_labels(pd.DataFrame([row]), labels)}
+
+
+def jobs(config: dict, evaluations: list[Evaluation], layout) -> list[Job]:
+    """`ladder_lr`: the sweep's rows, each size's optimum and the LR(N) power law, from the sweep's checkpoints
+    alone (so the target trains only the sweep)."""
+    swept = {(e.run, e.tokens) for e in evaluations if any(dict(v)["variant"] == "lr_sweep" for v in e.labels)}
+    return [
+        Job(
+            "lr",
+            f"{__name__}:lr_sweep_job",
+            {"rows": [layout.scored(STUDY, "table", run, tokens) for run, tokens in sorted(swept)]},
+            {"lr_sweep": layout.table(STUDY, "lr_sweep")},
+            {"training": config["training"]},
+            message="the learning-rate sweep and the LR(N) law",
+        )
+    ]
+
+
+def lr_sweep_job(inputs: dict, outputs: dict, params: dict) -> None:
+    from qscaling.evaluate import write_table
+
+    rows = pd.concat([pd.read_parquet(path) for path in inputs["rows"]], ignore_index=True)
+    sweep = rows[rows["variant"] == "lr_sweep"]
+    write_table(lr_sweep_table(sweep, params["training"]), outputs["lr_sweep"])
+
+
+def lr_optimum(group: pd.DataFrame) -> tuple[float, bool]:
+    """(optimal LR, whether it lies inside the swept range) of one size: the vertex of the parabola in log LR
+    through the lowest loss and its neighbours; at an edge of the range, that edge (the optimum lies beyond)."""
+    group = group.sort_values("lr")
+    log_lr, loss = np.log(group["lr"].to_numpy(float)), group["loss"].to_numpy(float)
+    best = int(np.argmin(loss))
+    if best in (0, len(loss) - 1):
+        return float(np.exp(log_lr[best])), False
+    a, b, _ = np.polyfit(log_lr[best - 1 : best + 2], loss[best - 1 : best + 2], 2)
+    return float(np.exp(np.clip(-b / (2 * a), log_lr[best - 1], log_lr[best + 1]))), True
+
+
+def lr_law(optima: pd.DataFrame, reference_params: float) -> dict:
+    """log LR* = log lr + (−exponent)·log(N / reference): least squares over sizes, with t-based 95 % CIs."""
+    x = np.log(optima["N"].to_numpy(float) / reference_params)
+    y = np.log(optima["lr_opt"].to_numpy(float))
+    fitted = stats.linregress(x, y)
+    t = stats.t.ppf(0.975, len(x) - 2) if len(x) > 2 else math.inf
+    return {
+        "lr_at_reference": float(np.exp(fitted.intercept)),
+        "lr_at_reference_ci": [
+            float(np.exp(fitted.intercept - t * fitted.intercept_stderr)),
+            float(np.exp(fitted.intercept + t * fitted.intercept_stderr)),
+        ],  # fmt: skip
+        "exponent": float(-fitted.slope),
+        "exponent_ci": [float(-fitted.slope - t * fitted.stderr), float(-fitted.slope + t * fitted.stderr)],
+    }
+
+
+def lr_sweep_table(sweep: pd.DataFrame, training: dict) -> pd.DataFrame:
+    """The sweep's rows with, per size, the measured optimum (`lr_opt`, `interior`), the recipe's LR, and the
+    fitted law's prediction (`lr_law`; its constants in `law_lr_at_reference`, `law_exponent` and their CIs)."""
+    optima = pd.DataFrame(
+        [(n, *lr_optimum(group)) for n, group in sweep.groupby("N")], columns=["N", "lr_opt", "interior"]
+    )
+    table = sweep.merge(optima, on="N")
+    table["lr_recipe"] = [peak_lr(training, n) for n in table["N"]]
+    table["reference_params"] = float(training["lr_reference_params"])
+    if len(optima) >= 2:
+        law = lr_law(optima, training["lr_reference_params"])
+        table["lr_law"] = law["lr_at_reference"] * (table["N"] / training["lr_reference_params"]) ** -law["exponent"]
+        for name in ("lr_at_reference", "exponent"):
+            table[f"law_{name}"] = law[name]
+            table[f"law_{name}_low"], table[f"law_{name}_high"] = law[f"{name}_ci"]
+    return table.sort_values(["N", "lr"]).reset_index(drop=True)
+
+
+def build_table(rows: pd.DataFrame, settings: dict) -> pd.DataFrame:
+    table = rows.copy()
+    table["tokens_per_param"] = table["D"] / table["N"]
+    return table.sort_values(["variant", "N", "D", "lr"]).reset_index(drop=True)
+
+
+def grid_rows(table: pd.DataFrame) -> pd.DataFrame:
+    return table[table["variant"] == "grid"]
+
+
+def fit_names(settings: dict) -> list[str]:
+    return ["chinchilla"]
+
+
+def fit_laws(table: pd.DataFrame, settings: dict) -> dict:
+    """Chinchilla's L(N, D) on the annealed grid; CIs from resampling runs, held-out error leaving out each size."""
+    return {
+        "chinchilla": try_fit(
+            "chinchilla", grid_rows(table), bootstrap=settings["bootstrap"], group_col="N", run_col="run", seed=0
+        )
+    }
+
+
+def heldout_claim(fit) -> dict:
+    text = (
+        f"The Chinchilla law predicts a size it never saw within {HELDOUT_TARGET:.0%} "
+        "(leave-one-size-out relative error of the loss)"
+    )
+    error = fit.heldout_relative_error
+    if error is None:
+        reasons = "; ".join(note for note in fit.notes if note.startswith("held-out")) or "not computed"
+        return claim(STUDY, text, statistic=f"no held-out error ({reasons})", ci="", verdict=INCONCLUSIVE)
+    per_size = ", ".join(f"N={float(n):,.0f}: {e:.1%}" for n, e in fit.heldout_by_group.items())
+    return claim(
+        STUDY,
+        text,
+        statistic=f"mean {error:.2%} ({per_size})",
+        ci="",
+        verdict="reproduced" if error < HELDOUT_TARGET else "not reproduced",
+    )
+
+
+def lr_recipe_claim(sweep: pd.DataFrame, training: dict) -> dict:
+    """The recipe's LR exponent lies in the sweep's CI, and every swept size's optimum is inside the swept range."""
+    text = "The recipe's LR(N) exponent agrees with this run's sweep (optimum inside the swept range at every size)"
+    if "law_exponent" not in sweep:
+        return claim(STUDY, text, statistic="fewer than two swept sizes", ci="", verdict=INCONCLUSIVE)
+    first = sweep.iloc[0]
+    low, high = first["law_exponent_low"], first["law_exponent_high"]
+    optima = sweep.drop_duplicates("N")
+    edges = [f"N={int(n):,}" for n, inside in zip(optima["N"], optima["interior"]) if not inside]
+    statistic = (
+        f"fitted exponent {first['law_exponent']:.2f}, recipe {training['lr_exponent']:g}; "
+        f"LR* at N={training['lr_reference_params']:,.0f}: {first['law_lr_at_reference']:.2e} "
+        f"(recipe {training['lr']:g})" + (f"; optimum at the range's edge for {', '.join(edges)}" if edges else "")
+    )
+    agrees = low <= training["lr_exponent"] <= high and not edges
+    return claim(
+        STUDY,
+        text,
+        statistic=statistic,
+        ci=f"[{low:.2f}, {high:.2f}]",
+        verdict="reproduced" if agrees else INCONCLUSIVE,
+    )
+
+
+def claims(tables: dict, fits: dict, settings: dict) -> list[dict]:
+    out = [lr_recipe_claim(tables["lr_sweep"], settings["training"])]
+    fit = fits.get("chinchilla")
+    if fit is None:
+        text = "Loss falls with N and with D (Chinchilla α, β > 0)"
+        return [*out, claim(STUDY, text, statistic="no Chinchilla fit", ci="", verdict=INCONCLUSIVE)]
+    for name in ("alpha", "beta"):
+        text = f"Chinchilla {'α (model size)' if name == 'alpha' else 'β (data)'} exponent is positive"
+        out.append(positive_parameter_claim(STUDY, text, fit, name, paper=EPOCH_AI[name]))
+    out.append(heldout_claim(fit))
+    return out

@@ -1,0 +1,153 @@
+"""The model ladder: its design on the default config, the per-size recipe, the LR sweep's estimates and the
+Chinchilla fit on the ladder's own grid."""
+
+import copy
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from qscaling.config import ConfigError, corpus_id, resolve_config
+from qscaling.laws.baseline import CHINCHILLA
+from qscaling.plan import Planner, peak_lr, warmup_tokens
+from qscaling.shape import ModelShape
+from qscaling.studies import ladder, plan_all
+
+
+@pytest.fixture(scope="module")
+def module_raw_config(repo_root):
+    return yaml.safe_load((repo_root / "config.yaml").read_text())
+
+
+@pytest.fixture
+def raw_config(module_raw_config):
+    return copy.deepcopy(module_raw_config)
+
+
+@pytest.fixture(scope="module")
+def default_config(module_raw_config):
+    return resolve_config(module_raw_config)
+
+
+def shapes(config: dict) -> dict[str, ModelShape]:
+    return {
+        size: ModelShape(**shape, vocab_size=config["corpus"]["vocab_size"], seq_len=config["training"]["seq_len"])
+        for size, shape in config["ladder"].items()
+    }
+
+
+def test_default_ladder_spans_size_with_most_flops_in_the_blocks(default_config):
+    sizes = shapes(default_config)
+    counts = {size: shape.non_embedding_params for size, shape in sizes.items()}
+    assert max(counts.values()) >= 8 * min(counts.values())
+    for size, shape in sizes.items():
+        assert shape.n_layers >= 3, size
+        head = shape.d_model * shape.vocab_size  # the LM head's multiply-adds per token (embedding is a lookup)
+        assert counts[size] > head, f"{size}: the head has more parameters than the blocks"
+
+
+def test_every_ladder_size_reaches_fifty_tokens_per_parameter(default_config):
+    planner, evaluations = plan_all(default_config, corpus_id(default_config))
+    reach = {}
+    for evaluation in evaluations["ladder"]:
+        spec = planner.runs[evaluation.run].spec
+        if any(dict(variant)["variant"] == "grid" for variant in evaluation.labels):
+            n = spec.shape.non_embedding_params
+            reach[spec.size] = max(reach.get(spec.size, 0), evaluation.tokens / n)
+            assert spec.cooldown is not None and spec.total_tokens == evaluation.tokens
+    assert set(reach) == set(default_config["studies"]["ladder"]["sizes"])
+    assert min(reach.values()) >= 50
+
+
+def test_the_sweeps_recipe_point_is_the_grids_run(default_config):
+    planner, evaluations = plan_all(default_config, corpus_id(default_config))
+    block = default_config["studies"]["ladder"]
+    for size in block["lr_sweep"]["sizes"]:
+        budget = ladder.sweep_budget(default_config, size)
+        at_budget = [e for e in evaluations["ladder"] if e.tokens == budget and planner.runs[e.run].spec.size == size]
+        assert len(at_budget) == len(block["lr_sweep"]["lr_multipliers"])  # one evaluation per LR, not per label
+        shared = [e for e in at_budget if len(e.labels) == 2]
+        assert len(shared) == 1 and {dict(v)["variant"] for v in shared[0].labels} == {"grid", "lr_sweep"}
+        lrs = sorted(planner.runs[e.run].spec.lr for e in at_budget)
+        assert lrs[1] == peak_lr(default_config["training"], shapes(default_config)[size].non_embedding_params)
+
+
+def test_peak_lr_and_warmup_follow_the_size():
+    training = {"lr": 4e-3, "lr_reference_params": 1e5, "lr_exponent": 0.5, "warmup_tokens_per_param": 2.0,
+                "warmup_max_fraction": 0.1}  # fmt: skip
+    assert peak_lr(training, 100_000) == 4e-3
+    assert peak_lr(training, 400_000) == 2e-3 and peak_lr(training, 25_000) == 8e-3
+    assert peak_lr(training, 30_000) == float(f"{4e-3 * 0.3**-0.5:.3g}")  # 3 significant digits
+    assert warmup_tokens(training, 50_000, "wsd", 10**9) == 100_000  # a trunk: N-scaled, whatever its length
+    assert warmup_tokens(training, 50_000, "cosine", 500_000) == 50_000  # capped at a tenth of a short run
+    assert warmup_tokens(training, 50_000, "cosine", 5_000_000) == 100_000
+
+
+def test_planned_runs_carry_the_size_recipe(default_config):
+    planner = Planner(default_config, "data")
+    training = default_config["training"]
+    for size, shape in shapes(default_config).items():
+        spec = planner.spec(size, 1_000_000, schedule="wsd")
+        n = shape.non_embedding_params
+        assert spec.lr == peak_lr(training, n) and spec.warmup_tokens == round(training["warmup_tokens_per_param"] * n)
+    assert planner.spec("N21k", 1_000_000, lr=1e-3).lr == 1e-3  # a study's override wins
+
+
+@pytest.mark.parametrize("vertex", [3e-3, 7e-3, 1.5e-2])
+def test_lr_optimum_is_the_parabolas_vertex(vertex):
+    lrs = np.array([1e-3, 3e-3, 9e-3, 2.7e-2])
+    losses = 3.0 + 0.2 * (np.log(lrs) - np.log(vertex)) ** 2
+    found, interior = ladder.lr_optimum(pd.DataFrame({"lr": lrs, "loss": losses}))
+    assert interior and found == pytest.approx(vertex, rel=1e-6)
+
+
+def test_lr_optimum_at_the_edge_is_flagged():
+    lrs = np.array([1e-3, 3e-3, 9e-3])
+    found, interior = ladder.lr_optimum(pd.DataFrame({"lr": lrs, "loss": [3.5, 3.3, 3.1]}))
+    assert not interior and found == 9e-3
+
+
+def test_lr_law_recovers_a_known_exponent():
+    n = np.array([2e4, 4e4, 8e4, 2e5])
+    noise = np.array([1.03, 0.98, 1.01, 0.99])
+    law = ladder.lr_law(pd.DataFrame({"N": n, "lr_opt": 5e-3 * (n / 1e5) ** -0.6 * noise}), 1e5)
+    assert law["exponent"] == pytest.approx(0.6, abs=0.05)
+    assert law["exponent_ci"][0] < 0.6 < law["exponent_ci"][1]
+    assert law["lr_at_reference_ci"][0] < 5e-3 < law["lr_at_reference_ci"][1]
+
+
+def test_chinchilla_fit_recovers_known_exponents_on_the_default_grid(default_config):
+    """Epoch AI's constants, rescaled so the loss spans what our ladder sees, evaluated on the default grid's
+    (N, D) with 0.3 % noise: the fit's CIs cover the true α and β and exclude 0."""
+    planner, evaluations = plan_all(default_config, corpus_id(default_config))
+    points = sorted(
+        {
+            (planner.runs[e.run].spec.shape.non_embedding_params, e.tokens)
+            for e in evaluations["ladder"]
+            if any(dict(v)["variant"] == "grid" for v in e.labels)
+        }
+    )
+    truth = {"A": 40.0, "alpha": 0.35, "B": 300.0, "beta": 0.37, "E": 1.8}
+    grid = pd.DataFrame(points, columns=["N", "D"])
+    rng = np.random.default_rng(0)
+    grid["loss"] = CHINCHILLA(truth, grid) * (1 + 0.003 * rng.standard_normal(len(grid)))
+    table = grid.assign(variant="grid", run=[f"r{i}" for i in range(len(grid))])
+    fit = ladder.fit_laws(table, {"bootstrap": 60})["chinchilla"]
+    for name in ("alpha", "beta"):
+        low, high = fit.ci[name]
+        assert low > 0.1 and low <= truth[name] <= high, (name, fit.ci[name])
+    assert fit.heldout_relative_error < 0.03
+
+
+def test_sweep_without_the_recipes_lr_is_refused(raw_config):
+    raw_config["studies"]["ladder"]["lr_sweep"]["lr_multipliers"] = [0.5, 2, 4]
+    with pytest.raises(ConfigError, match=r"studies.ladder.lr_sweep.lr_multipliers: must include 1"):
+        resolve_config(raw_config)
+
+
+def test_a_size_with_no_budget_in_range_is_refused(raw_config):
+    raw_config["studies"]["ladder"]["max_tokens_per_param"] = 6
+    raw_config["studies"]["ladder"]["min_tokens_per_param"] = 5.5
+    with pytest.raises(ConfigError, match=r"config key studies.ladder.budgets: no budget puts N\w+ \(N="):
+        resolve_config(raw_config)
