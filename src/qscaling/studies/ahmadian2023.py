@@ -497,7 +497,10 @@ def _weight_decay_claim(rows: pd.DataFrame, noise: SeedNoise, settings: dict) ->
     training = settings.get("training")
     if training is None:
         return {**trend, "statistic": f"{trend['statistic']}; optimizer steps unknown (no training recipe given)"}
-    steps, mean_lr = decay_budget(training, settings["tokens"], int(rows["N"].iloc[0]))
+    ablated = rows.loc[rows["size"] == settings["size"], "N"]  # the one-factor ablations' size
+    if ablated.empty:
+        return trend
+    steps, mean_lr = decay_budget(training, settings["tokens"], int(ablated.iloc[0]))
     weight_decay = max(settings["ablations"]["weight_decay"]["values"])
     shrinkage = mean_lr * weight_decay * steps
     budget = f"lr·wd·steps = {mean_lr:.2e} · {weight_decay:g} · {steps} = {shrinkage:.3f} at the largest weight decay"
