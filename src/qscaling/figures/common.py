@@ -65,20 +65,22 @@ def ladder(tables, fits):
     fit = fits.get("chinchilla")
     fig, axes = new_figure(2, 1, width=4.2, height=3.4)
     by_n, by_d = axes[0]
-    sizes, budgets = sorted(grid["N"].unique()), sorted(grid["D"].unique())
+    # Budgets are named by their nominal size (`milestone`); D is the tokens actually seen (whole steps).
+    sizes, budgets = sorted(grid["N"].unique()), sorted(grid["milestone"].unique())
     size_colours = dict(zip(sizes, series_palette("viridis", len(sizes))))
     budget_colours = dict(zip(budgets, series_palette("rocket", len(budgets))))
-    for d, rows in grid.groupby("D"):
-        by_n.errorbar(rows["N"], rows["loss"], yerr=rows["loss_se"], fmt="o", color=budget_colours[d], ms=4,
-                      label=f"{compact_number(d)}")  # fmt: skip
+    for budget, rows in grid.groupby("milestone"):
+        by_n.errorbar(rows["N"], rows["loss"], yerr=rows["loss_se"], fmt="o", color=budget_colours[budget], ms=4,
+                      label=compact_number(budget))  # fmt: skip
     for n, rows in grid.groupby("N"):
         by_d.errorbar(rows["D"], rows["loss"], yerr=rows["loss_se"], fmt="o", color=size_colours[n], ms=4,
-                      label=f"{compact_number(n)}")  # fmt: skip
+                      label=f"{rows['size'].iloc[0]} ({n:,})")  # fmt: skip
     if fit is not None:
         n_line = np.geomspace(min(sizes) / 1.3, max(sizes) * 1.3, 50)
-        d_line = np.geomspace(min(budgets) / 1.3, max(budgets) * 1.3, 50)
-        for d in budgets:
-            by_n.plot(n_line, fit.predict({"N": n_line, "D": np.full_like(n_line, d)}), color=budget_colours[d], lw=1)
+        d_line = np.geomspace(grid["D"].min() / 1.3, grid["D"].max() * 1.3, 50)
+        for budget, rows in grid.groupby("milestone"):
+            d = np.full_like(n_line, rows["D"].iloc[0])
+            by_n.plot(n_line, fit.predict({"N": n_line, "D": d}), color=budget_colours[budget], lw=1)
         for n in sizes:
             by_d.plot(d_line, fit.predict({"N": np.full_like(d_line, n), "D": d_line}), color=size_colours[n], lw=1)
     by_n.set(xscale="log", xlabel="N (non-embedding parameters)", ylabel="held-out loss (nats/token)",
@@ -86,7 +88,7 @@ def ladder(tables, fits):
     by_d.set(xscale="log", xlabel="D (training tokens)", ylabel="held-out loss (nats/token)",
              title="loss vs D at fixed N")  # fmt: skip
     by_n.legend(title="D (training tokens)", fontsize=6, title_fontsize=7)
-    by_d.legend(title="N (non-embedding parameters)", fontsize=6, title_fontsize=7)
+    by_d.legend(title="model (N)", fontsize=6, title_fontsize=7)
     summary = _fit_summary(fit) if fit is not None else "no Chinchilla fit"
     add_footer(
         fig,
@@ -107,11 +109,11 @@ def ladder_lr(tables, fits):
     colours = dict(zip(sizes, series_palette("viridis", len(sizes))))
     for n, rows in sweep.groupby("N"):
         curves.errorbar(rows["lr"], rows["loss"], yerr=rows["loss_se"], fmt="-o", color=colours[n], ms=4,
-                        label=f"{compact_number(n)} (D={compact_number(rows['D'].iloc[0])})")  # fmt: skip
+                        label=f"{rows['size'].iloc[0]} (D={compact_number(rows['milestone'].iloc[0])})")  # fmt: skip
         curves.axvline(rows["lr_opt"].iloc[0], color=colours[n], lw=0.8, ls=":")
     curves.set(xscale="log", xlabel="peak learning rate", ylabel="held-out loss (nats/token)",
                title="loss vs peak LR (dotted: optimum)")  # fmt: skip
-    curves.legend(title="N (non-embedding parameters)", fontsize=6, title_fontsize=7)
+    curves.legend(title="model", fontsize=6, title_fontsize=7)
     optima = sweep.drop_duplicates("N")
     interior = optima[optima["interior"]]
     edge = optima[~optima["interior"]]
