@@ -36,7 +36,7 @@ def test_smoke_run_builds_every_study_figure_and_the_claims(smoke_runs):
         figure = first / "figures" / f"{target}.png"
         assert figure.read_bytes()[:4] == b"\x89PNG" and draws_data(figure_record(figure)), target
     claims = pd.read_csv(first / "results" / "claims.csv")
-    assert set(claims["study"]) == {"kumar2024", "ouyang2024", "ahmadian2023"}
+    assert set(claims["study"]) == {"ladder", "kumar2024", "ouyang2024", "ahmadian2023"}
     assert set(claims["verdict"]) <= {"reproduced", "not reproduced", "inconclusive"}
     assert (claims["scale"] == "smoke").all()
     kumar = pd.read_parquet(first / "results" / "tables" / "kumar2024.parquet")

@@ -107,7 +107,7 @@ _LOG_MINOR_LABELS = ((), (2, 5), (2, 3, 5), tuple(range(2, 10)))
 def _tidy_log_axes(fig) -> None:
     """Compact labels on log axes left at matplotlib's defaults; where fewer than two powers of ten are in view,
     minor ticks labelled too (×2, ×5, then more), so every log axis shows at least two values."""
-    from matplotlib.ticker import FuncFormatter, LogFormatterSciNotation
+    from matplotlib.ticker import FixedLocator, FuncFormatter, LogFormatterSciNotation, NullFormatter
 
     for ax in fig.axes:
         for axis, limits in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
@@ -116,11 +116,13 @@ def _tidy_log_axes(fig) -> None:
             low, high = sorted(limits)
             majors = sum(low <= v <= high for v in axis.get_majorticklocs())
             minors = [_mantissa(v) for v in axis.get_minorticklocs() if low <= v <= high]
-            labelled = next(
-                (subs for subs in _LOG_MINOR_LABELS if majors + sum(m in subs for m in minors) >= 2),
-                _LOG_MINOR_LABELS[-1],
-            )
+            labelled = next((subs for subs in _LOG_MINOR_LABELS if majors + sum(m in subs for m in minors) >= 2), None)
             axis.set_major_formatter(FuncFormatter(lambda value, _: compact_number(value)))
+            if labelled is None:
+                # A view narrower than the gap between two tick marks: two values of its own, 2 significant digits.
+                axis.set_major_locator(FixedLocator([float(f"{v:.2g}") for v in np.geomspace(low, high, 4)[1:-1]]))
+                axis.set_minor_formatter(NullFormatter())
+                continue
             axis.set_minor_formatter(
                 FuncFormatter(lambda value, _, subs=labelled: compact_number(value) if _mantissa(value) in subs else "")
             )

@@ -41,7 +41,9 @@ def fig1(tables, fits, sizes=("7B", "70B", "405B")):
                     ax.plot(tokens, qid, _STYLE[label], color=color, label=f"{bits}-bit" if label == "paper" else None)
         ax.set(xscale="log", yscale="log", ylim=limits, xlabel="training tokens", title=model)
     axes[0][0].set_ylabel("QiD (Δ loss)")
-    axes[0][0].legend(fontsize=6)
+    # Beside the panels, not on them: a fit's curves can fill any corner of the first panel.
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    axes[0][-1].legend(handles, labels, fontsize=6, loc="upper left", bbox_to_anchor=(1.02, 1))
     add_footer(
         fig, "Constants: Ouyang et al. 2024, unified law and 16-bit Kaplan-form loss" + _fit_note(fit, fit_lowest)
     )

@@ -170,9 +170,13 @@ def tokens_to_reach(params, delta, N, P=None):
     """Training tokens after which the QiD reaches `delta`: the law inverted in D (Sec. 5, Table 1).
 
     With P: the unified law, D = (Δ N^α P^γ / k)^(1/β). Without: a per-bit-width law, D = (Δ N^α / k)^(1/β).
+    A law with β = 0 (QiD flat in D) reaches no Δ by training longer: NaN.
     """
     bits_factor = 1.0 if P is None else np.asarray(P, dtype=float) ** params["gamma"]
-    return (delta * np.asarray(N, dtype=float) ** params["alpha"] * bits_factor / params["k"]) ** (1 / params["beta"])
+    scaled = delta * np.asarray(N, dtype=float) ** params["alpha"] * bits_factor / params["k"]
+    if params["beta"] <= 0:
+        return np.full(np.shape(scaled), np.nan)
+    return scaled ** (1 / params["beta"])
 
 
 def table1(unified=None, per_bits=None) -> pd.DataFrame:
