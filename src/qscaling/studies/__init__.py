@@ -147,6 +147,15 @@ def ptq_scoring(config: dict, layout, study: str, quantizations) -> Scoring:
     return Scoring("qscaling.studies.ptq:score_job", inputs, params, message="Quantizing and scoring")
 
 
+def non_embedding_params(config: dict, size: str) -> int:
+    """N of a ladder size, from its shape (no torch)."""
+    from qscaling.shape import ModelShape
+
+    return ModelShape(
+        **config["ladder"][size], vocab_size=config["corpus"]["vocab_size"], seq_len=config["training"]["seq_len"]
+    ).non_embedding_params
+
+
 def with_labels(frame: pd.DataFrame, labels: list[dict]) -> pd.DataFrame:
     """`frame` repeated under each variant label (its columns added); unchanged without labels."""
     if not labels:

@@ -11,18 +11,19 @@ import pandas as pd
 from qscaling.config import check_sizes, check_weight_spec
 from qscaling.laws import kumar2024 as law
 from qscaling.laws.baseline import KUMAR2024_CHINCHILLA
-from qscaling.shape import ModelShape
-from qscaling.studies import Evaluation, Quantization, check_local_models, local_evaluations, ptq_scoring, try_fit
+from qscaling.studies import (
+    Evaluation,
+    Quantization,
+    check_local_models,
+    local_evaluations,
+    non_embedding_params,
+    ptq_scoring,
+    try_fit,
+)
 from qscaling.studies.claims import claim, positive_parameter_claim, slope_claim
 
 STUDY = "kumar2024"
 _PTQ_PAPER = law.PTQ.paper_params["table2"]  # C_T, γ_D, γ_N, γ_post of Table 2
-
-
-def non_embedding_params(config: dict, size: str) -> int:
-    return ModelShape(
-        **config["ladder"][size], vocab_size=config["corpus"]["vocab_size"], seq_len=config["training"]["seq_len"]
-    ).non_embedding_params
 
 
 def check_config(config: dict) -> None:

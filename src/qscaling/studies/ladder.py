@@ -18,8 +18,7 @@ from scipy import stats
 from qscaling.config import ConfigError, check_sizes
 from qscaling.laws.baseline import CHINCHILLA
 from qscaling.plan import peak_lr
-from qscaling.shape import ModelShape
-from qscaling.studies import Evaluation, Job, Scoring, label, try_fit
+from qscaling.studies import Evaluation, Job, Scoring, label, non_embedding_params, try_fit
 from qscaling.studies.claims import INCONCLUSIVE, claim, positive_parameter_claim
 
 STUDY = "ladder"
@@ -27,12 +26,6 @@ FIGURES = "qscaling.figures.common"
 SHARED_SETTINGS = ("training",)
 EPOCH_AI = CHINCHILLA.paper_params["epoch2024"]  # Besiroglu et al.'s refit of Chinchilla: α 0.348, β 0.366
 HELDOUT_TARGET = 0.03  # leave-one-size-out relative error the ladder is designed to reach
-
-
-def non_embedding_params(config: dict, size: str) -> int:
-    return ModelShape(
-        **config["ladder"][size], vocab_size=config["corpus"]["vocab_size"], seq_len=config["training"]["seq_len"]
-    ).non_embedding_params
 
 
 def check_config(config: dict) -> None:
