@@ -397,6 +397,26 @@ def test_texts_that_differ_only_in_numbers_within_tolerance():
     )[0]
 
 
+def test_a_verdict_float_noise_alone_decides_is_borderline_and_only_that_one():
+    """Measured across CPU code paths: a dropout slope's CI [−2.26e-4, 2.33e-6] became [−2.27e-4, −2.96e-6],
+    flipping inconclusive → not reproduced. A flip whose CI bounds agree within tolerance and straddle the
+    threshold is reported as borderline; a flip on CIs that moved, or clear of the threshold, still fails."""
+    tol = Tolerances(columns={"ci": (1.0, 5e-5)})
+
+    def claims(ci, verdict, magnitude="no paper value", paper=""):
+        return pd.DataFrame({"ci": [ci], "verdict": [verdict], "paper": [paper], "magnitude": [magnitude]})
+
+    reference = claims("[-2.26e-04, 2.33e-06] (seed noise)", "inconclusive")
+    within, details = compare_tables(reference, claims("[-2.27e-04, -2.96e-06] (seed noise)", "not reproduced"), tol)
+    assert within and any("1 borderline verdicts (row 0: 'inconclusive' → 'not reproduced')" in d for d in details)
+    assert not compare_tables(reference, claims("[-9.0e-04, -2.0e-04] (seed noise)", "not reproduced"), tol)[0]
+    assert not compare_tables(claims("[0.2, 0.5]", "reproduced"), claims("[0.2, 0.5]", "inconclusive"), tol)[0]
+    on_paper = claims("[0.30, 0.3479]", "reproduced", "excludes paper", "0.348")
+    assert compare_tables(on_paper, claims("[0.30, 0.3481]", "reproduced", "covers paper", "0.348"), tol)[0]
+    clear = claims("[0.1, 0.2]", "reproduced", "excludes paper", "0.348")
+    assert not compare_tables(clear, clear.assign(magnitude="covers paper"), tol)[0]
+
+
 def test_a_figure_is_compared_by_what_it_draws_when_asked(trees):
     a, b = trees
     draw(b / "figures" / "paper" / "fig1.png", offset=0.3)

@@ -60,6 +60,22 @@ def test_table1_labels_each_source_truthfully_at_every_qid_level(inputs):
     assert tokens_T(frame, ouyang2024.TABLE1_PRINTED, 4, "7B", 0.2) == 4.5066
 
 
+def test_table1_gives_no_token_counts_from_a_fit_whose_beta_ci_reaches_zero(inputs):
+    """D = (…)^(1/β): a β the data cannot tell from 0 (the smoke fit: 0.015 [0, 0.24]) puts every count at
+    ~1e289 tokens, any of which a rounding moves by a factor 2; the rows say why they are empty instead."""
+    _, fits = inputs
+    flat = dataclasses.replace(
+        fits["qid"], params={**fits["qid"].params, "beta": 0.015}, ci={**fits["qid"].ci, "beta": (0.0, 0.24)}
+    )
+    frame = ouyang2024.table1_frame({}, {"qid": flat})
+    ours = frame[frame["source"] == ouyang2024.TABLE1_THIS_RUN]
+    assert len(ours) == len(frame[frame["source"] == ouyang2024.TABLE1_UNIFIED]) and ours["tokens_T"].isna().all()
+    assert (ours["note"] == "β's CI reaches 0: no token count is bounded").all()
+    footer = " ".join(record(ouyang2024.table1({}, {"qid": flat}))["texts"])
+    assert "This run's fit: β = 0.015 [0, 0.24]; β's CI reaches 0: no token count is bounded." in footer
+    assert ouyang2024.table1_frame({}, fits).query("source == @ouyang2024.TABLE1_THIS_RUN")["tokens_T"].gt(0).all()
+
+
 def test_table1_footer_gives_each_sources_gap_to_the_printed_values(inputs):
     _, fits = inputs
     gaps = ouyang2024.table1_agreement(ouyang2024.table1_frame({}, fits))

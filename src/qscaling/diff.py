@@ -194,12 +194,21 @@ def compare_tables(a: pd.DataFrame, b: pd.DataFrame, tol: Tolerances) -> tuple[b
                     and text_within(left[i], right[i], rtol, atol)
                 )
             ]
+            borderline = [i for i in beyond if _borderline_verdict(a, b, column, i, tol)]
+            beyond = [i for i in beyond if i not in borderline]
+            if borderline:
+                shown = ", ".join(f"row {i}: {left[i]!r} → {right[i]!r}" for i in borderline[:MAX_DETAILS])
+                details.append(
+                    f"{column}: {len(borderline)} borderline verdicts ({shown}): a CI bound within tolerance "
+                    f"crosses {'0' if column == 'verdict' else 'the paper value'}"
+                )
             if beyond:
                 within = False
                 shown = ", ".join(f"row {i}: {left[i]!r} → {right[i]!r}" for i in beyond[:MAX_DETAILS])
                 details.append(f"{column}: {len(beyond)} rows differ ({shown})")
-            elif unequal:
-                details.append(f"{column}: {len(unequal)} rows quote numbers within rtol={rtol:g} atol={atol:g}")
+            quoting = [i for i in unequal if i not in beyond and i not in borderline]
+            if quoting:
+                details.append(f"{column}: {len(quoting)} rows quote numbers within rtol={rtol:g} atol={atol:g}")
     return within, details
 
 
@@ -217,6 +226,32 @@ def text_within(a: str, b: str, rtol: float, atol: float) -> bool:
     numbers_a, words_a = _numbers_and_words(a)
     numbers_b, words_b = _numbers_and_words(b)
     return words_a == words_b and all(_close(x, y, rtol, atol) for x, y in zip(numbers_a, numbers_b))
+
+
+_INTERVAL = re.compile(rf"^\[({_NUMBER.pattern}), ({_NUMBER.pattern})\]")
+
+
+def _interval_of(text) -> tuple[float, float] | None:
+    match = _INTERVAL.match(text) if isinstance(text, str) else None
+    return None if match is None else tuple(float(bound.replace("−", "-")) for bound in match.groups())
+
+
+def _borderline_verdict(a: pd.DataFrame, b: pd.DataFrame, column: str, row: int, tol: Tolerances) -> bool:
+    """A claims verdict decided by where its CI ("[low, high] …") lies: 0 for the direction (`verdict`), the
+    paper's value for `magnitude`. A flip is borderline, not a changed finding, when both CIs agree within the
+    `ci` tolerance and a bound crosses that threshold: float noise alone then decides the verdict."""
+    if column not in ("verdict", "magnitude") or "ci" not in a.columns or "ci" not in b.columns:
+        return False
+    threshold = 0.0
+    if column == "magnitude":
+        threshold = pd.to_numeric(a.at[row, "paper"], errors="coerce") if "paper" in a.columns else math.nan
+    ci_a, ci_b = _interval_of(a.at[row, "ci"]), _interval_of(b.at[row, "ci"])
+    if ci_a is None or ci_b is None or pd.isna(threshold):
+        return False
+    rtol, atol = tol.for_column("ci")
+    agree = all(_close(x, y, rtol, atol) for x, y in zip(ci_a, ci_b))
+    crosses = any((x - threshold) * (y - threshold) <= 0 for x, y in zip(ci_a, ci_b))
+    return agree and crosses
 
 
 def _within_noise(a: pd.DataFrame, b: pd.DataFrame, column: str, bad: np.ndarray, tol: Tolerances):

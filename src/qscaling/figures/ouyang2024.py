@@ -73,12 +73,14 @@ def _span(values) -> str:
 # Table 1, three ways beside the printed values (papers.md holds only its Δ = 0.2 row, 2- and 4-bit blocks).
 TABLE1_PRINTED, TABLE1_UNIFIED = "paper Table 1 (printed)", "paper unified law"
 TABLE1_PER_BITS, TABLE1_THIS_RUN = "paper per-bit-width law", "this run's fit"
+TABLE1_UNBOUNDED = "β's CI reaches 0: no token count is bounded"
 _TABLE1_RELABEL = {"paper Table 1": TABLE1_PRINTED, "unified law": TABLE1_UNIFIED, "per-bit-width law": TABLE1_PER_BITS}
 
 
 def table1_frame(tables, fits):
     """Table 1 as a tidy frame: trillions of tokens to reach each QiD per model and bit width, from the paper's
-    unified law, its per-bit-width laws, this run's unified fit (given `fits["qid"]`) and the printed values."""
+    unified law, its per-bit-width laws, this run's unified fit (given `fits["qid"]`) and the printed values.
+    D = (…)^(1/β) is unbounded where β's CI reaches 0: this run's rows are then NaN, with a note saying so."""
     paper = law.table1().assign(source=lambda f: f["source"].map(_TABLE1_RELABEL), note="")
     grid = paper[paper["source"] == TABLE1_UNIFIED].drop(columns="tokens_T")
     missing_3bit = grid[grid["bits"] == 3].assign(
@@ -86,7 +88,9 @@ def table1_frame(tables, fits):
     )
     frames = [paper, missing_3bit]
     fit = fits.get("qid")
-    if fit is not None:
+    if fit is not None and fit.ci["beta"][0] <= 0:
+        frames.append(grid.assign(source=TABLE1_THIS_RUN, tokens_T=np.nan, note=TABLE1_UNBOUNDED))
+    elif fit is not None:
         tokens = law.tokens_to_reach(dict(fit.params), grid["delta"], grid["N"], grid["bits"]) / 1e12
         frames.append(grid.assign(source=TABLE1_THIS_RUN, tokens_T=np.asarray(tokens, dtype=float)))
     order = {
@@ -106,6 +110,13 @@ def table1_agreement(frame) -> dict:
         if len(rows):
             gaps[(source, bits)] = float((rows / printed[rows.index] - 1).abs().max())
     return gaps
+
+
+def _unbounded_note(fit) -> str:
+    if fit is None or fit.ci["beta"][0] > 0:
+        return ""
+    low, high = fit.ci["beta"]
+    return f"\nThis run's fit: β = {fit.params['beta']:.3g} [{low:.3g}, {high:.3g}]; {TABLE1_UNBOUNDED}."
 
 
 @figure(fits="ouyang2024/qid", law_only=True, frame=True)
@@ -137,7 +148,8 @@ def table1(tables, fits):
         + ".\nPer-bit-width laws: 3/4-bit exponents as reported, 2-bit ones recovered by inverting the table; k "
         "fitted here to those printed entries,\nso Δ = 0.2 agrees partly by construction; 3-bit k not reported. "
         "—: not held (papers.md records only the Δ = 0.2 row of the 2- and 4-bit blocks).\n"
-        "This run's fit comes from models under 1M parameters: at 1B–405B it extrapolates 4–7 decades in N.",
+        "This run's fit comes from models under 1M parameters: at 1B–405B it extrapolates 4–7 decades in N."
+        + _unbounded_note(fits.get("qid")),
     )
     return fig
 
