@@ -1,9 +1,11 @@
 """Chen et al. 2025 figures. Law-only ones draw Table 1's W4A4 constants and, given `fits["qat"]` (a
-chen2025.qat fit), this run's fit as dashed contours."""
+chen2025.qat fit), this run's fit as dashed contours. Study figures read the chen2025 table (`tables["evals"]`: δ
+per QAT point), its Linear-input statistics (`tables["activations"]`), the decomposition points and every fit."""
 
 import numpy as np
+import pandas as pd
 
-from qscaling.figures import add_footer, figure, new_figure
+from qscaling.figures import add_footer, compact_number, figure, new_figure, series_palette
 from qscaling.laws import LAWS, compare_sources
 from qscaling.laws import chen2025 as law
 
@@ -25,7 +27,7 @@ def _contours(fits, quantity, levels, title, G):
     return fig
 
 
-@figure(law_only=True)
+@figure(fits="chen2025/qat", law_only=True)
 def fig1(tables, fits, G=128):
     """W4A4 QAT error δ_p over (N, D): iso-error lines of slope γ_N/γ_D in log–log."""
 
@@ -36,10 +38,158 @@ def fig1(tables, fits, G=128):
     return _contours(fits, delta, levels, f"W4A4 QAT error δ_p, G = {G}", G)
 
 
-@figure(law_only=True)
+@figure(fits="chen2025/qat", law_only=True)
 def fig16(tables, fits, G=128):
     """Effective-parameter multiplier N_eff/N of W4A4 QAT over (N, D)."""
     levels = [0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]
     return _contours(
         fits, law.effective_parameter_multiplier, levels, f"W4A4 effective-parameter multiplier, G = {G}", G
     )
+
+
+STUDY_TABLES = {"evals": "chen2025"}
+PRECISION_ORDER = ("W4A4", "W4A16", "W16A4", "W4A4_FC2_8bit", "W16A4_FC2_8bit")
+FIT_NAMES = {"W4A4": "qat", **{name: f"qat_{name}" for name in PRECISION_ORDER[1:]}}
+NOISE_NOTE = "error bars: ± 2 s.e. of δ over held-out windows (between-run seed noise is larger: see claims)"
+
+
+def _recipe_rows(tables, precision):
+    table = tables["evals"]
+    seed = table["seed"].min()
+    return table[(table["precision"] == precision) & (table["seed"] == seed)]
+
+
+def table1_frame(tables, fits):
+    """Table 1: k, γ_N, γ_D, γ_G per precision, the paper's and this run's (with 95 % CIs and fit notes)."""
+    rows = []
+    for precision in PRECISION_ORDER:
+        paper = law.QAT.paper_params[precision]
+        rows.append({"precision": precision, "source": f"paper ({paper.source})", **dict(paper), "notes": ""})
+        fit = fits.get(FIT_NAMES[precision])
+        if fit is None:
+            continue
+        estimate = {name: fit.params[name] for name in law.QAT.param_names}
+        bounds = {f"{name}_ci": "[{:.3g}, {:.3g}]".format(*fit.ci[name]) for name in law.QAT.param_names}
+        rows.append({"precision": precision, "source": "this run's fit", **estimate, **bounds,
+                     "n_points": fit.n_points, "heldout_relative_error": fit.heldout_relative_error,
+                     "notes": "; ".join(fit.notes)})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+@figure(tables=STUDY_TABLES, fits="chen2025", frame=True)
+def table1(tables, fits):
+    """Table 1 rendered: the QAT law's constants per precision, the paper's beside this run's."""
+    frame = table1_frame(tables, fits)
+    fig, axes = new_figure(width=7.5, height=0.25 * len(frame) + 0.9)
+    ax = axes[0][0]
+    ax.axis("off")
+    cells = []
+    for row in frame.itertuples():
+        values = []
+        for name in law.QAT.param_names:
+            interval = getattr(row, f"{name}_ci", "")
+            values.append(
+                f"{getattr(row, name):.3g}" + (f" {interval}" if isinstance(interval, str) and interval else "")
+            )
+        cells.append(values)
+    labels = [
+        f"{row.precision} · {'paper' if row.source.startswith('paper') else 'this run'}" for row in frame.itertuples()
+    ]
+    table = ax.table(cellText=cells, rowLabels=labels, colLabels=["k", "γ_N", "γ_D", "γ_G"], bbox=[0.12, 0, 0.88, 1])
+    table.auto_set_font_size(False)
+    table.set_fontsize(6)
+    ax.set_title("QAT error law δ = k·D^γ_D·(log2 G)^γ_G / N^γ_N — Chen et al. 2025, Table 1")
+    held = sorted({note for notes in frame["notes"] if notes for note in notes.split("; ") if "fixed" in note})
+    add_footer(
+        fig,
+        "Paper: 74M–595M parameters, 10B–100B tokens; this run: models under 100k parameters, 95 % CIs from "
+        "resampling runs." + (f" Held, not fitted: {', '.join(held)}." if held else ""),
+    )
+    return fig
+
+
+@figure(tables=STUDY_TABLES, fits="chen2025/qat")
+def fig4(tables, fits):
+    """δ_W4A4 against N, D and G, each panel at the other two's recipe values, with this run's fit and the
+    paper's law."""
+    rows = _recipe_rows(tables, "W4A4")
+    fit = fits.get("qat")
+    paper = law.QAT.paper_params["W4A4"]
+    fig, axes = new_figure(3, 1, width=3.2, height=3.0)
+    for ax, variable, label in zip(
+        axes[0], ("N", "D", "G"), ("N (non-embedding parameters)", "D (training tokens)", "G (group size)")
+    ):
+        others = [name for name in ("N", "D", "G") if name != variable]
+        mode = rows.groupby(others).size().idxmax()
+        panel = rows.set_index(others).loc[[mode]].reset_index().sort_values(variable)
+        ax.errorbar(panel[variable], panel["delta"], yerr=2 * panel["delta_se"], fmt="o", color="C0", ms=4,
+                    label="this run")  # fmt: skip
+        grid = np.geomspace(panel[variable].min() / 1.2, panel[variable].max() * 1.2, 40)
+        at = {**dict(zip(others, mode)), variable: grid}
+        points = pd.DataFrame(
+            {name: np.broadcast_to(np.asarray(value, float), grid.shape) for name, value in at.items()}
+        )
+        if fit is not None:
+            ax.plot(grid, fit.predict(points), "-", color="C0", lw=1, label="this run's fit")
+        slope = {"N": -paper["gamma_N"], "D": paper["gamma_D"]}.get(variable)
+        if slope is not None and len(panel):
+            anchor = float(panel["delta"].abs().median())
+            ax.plot(grid, anchor * (grid / np.median(panel[variable])) ** slope, ":", color="k", lw=1,
+                    label=f"paper slope {slope:+.3g}")  # fmt: skip
+        fixed = ", ".join(f"{name} = {compact_number(value)}" for name, value in zip(others, mode))
+        ax.set(xscale="log", xlabel=label, ylabel="δ_W4A4 (nats/token)", title=fixed)
+        ax.legend(fontsize=6)
+    add_footer(fig, f"Points: this run's W4A4 QAT models − their fp32 partners; {NOISE_NOTE}.")
+    return fig
+
+
+@figure(tables={**STUDY_TABLES, "decomposition": "chen2025/decomposition"}, fits="chen2025")
+def fig6(tables, fits):
+    """δ_W4A4 against δ_W4A16 + δ_W16A4 at each shared (N, D, G): this run's slope c beside the paper's 0.906."""
+    from qscaling.studies.chen2025 import decomposition_slope
+
+    frame = tables["decomposition"]
+    fig, axes = new_figure(width=4.0, height=3.6)
+    ax = axes[0][0]
+    colours = dict(zip(sorted(frame["N"].unique()), series_palette("viridis", frame["N"].nunique())))
+    for n, rows in frame.groupby("N"):
+        ax.scatter(rows["delta_sum"], rows["delta_W4A4"], s=14, color=colours[n], label=f"N = {n:,}")
+    top = float(max(frame["delta_sum"].max(), frame["delta_W4A4"].max(), 1e-6)) * 1.1 if len(frame) else 1.0
+    line = np.array([0.0, top])
+    ax.plot(line, law.DECOMPOSITION_SLOPE * line, ":", color="k", lw=1, label=f"paper y = {law.DECOMPOSITION_SLOPE}x")
+    if len(frame) >= 2:
+        c, low, high = decomposition_slope(frame, bootstrap=200)
+        ax.plot(line, c * line, "-", color="C3", lw=1, label=f"this run y = {c:.2f}x [{low:.2f}, {high:.2f}]")
+    ax.set(xlabel="δ_W4A16 + δ_W16A4 (nats/token)", ylabel="δ_W4A4 (nats/token)",
+           title="W4A4 error vs the sum of its parts")  # fmt: skip
+    ax.legend(fontsize=6)
+    add_footer(fig, "Points: this run's QAT models at the recipe seed; slope through the origin, 95 % CI over points.")
+    return fig
+
+
+@figure(tables={**STUDY_TABLES, "activations": "chen2025/activations"})
+def fig9(tables, fits):
+    """Left: kurtosis of each Linear's input per role, fp32 vs W4A4 models; right: δ_W4A4 with and without the FC2
+    input at 8 bits, across G."""
+    stats = tables["activations"]
+    fig, axes = new_figure(2, 1, width=3.8, height=3.2)
+    left, right = axes[0]
+    roles = ["qkv", "o", "fc1", "fc2"]
+    for offset, (precision, colour) in enumerate((("full", "0.4"), ("W4A4", "C0"))):
+        rows = stats[stats["precision"] == precision]
+        medians = rows.groupby("role")["kurtosis"].median().reindex(roles)
+        left.bar(np.arange(len(roles)) + 0.4 * offset - 0.2, medians, width=0.4, color=colour,
+                 label="fp32" if precision == "full" else "W4A4 QAT")  # fmt: skip
+    left.set_xticks(range(len(roles)), roles)
+    left.set(yscale="log", ylabel="kurtosis of the input (median over blocks and models)",
+             title="Linear inputs (paper: FC2 123 → 89)")  # fmt: skip
+    left.legend(fontsize=6)
+    for precision, marker in (("W4A4", "o"), ("W4A4_FC2_8bit", "s")):
+        rows = _recipe_rows(tables, precision)
+        mean = rows.groupby("G")["delta"].mean()
+        right.plot(mean.index, mean.to_numpy(), marker=marker, label=precision.replace("_", " "))
+    right.set(xscale="log", xlabel="G (group size)", ylabel="δ (nats/token), mean over N and D",
+              title="FC2 at 8 bits (paper: −20.5 % at G=32 … −42.9 % at G=256)")  # fmt: skip
+    right.legend(fontsize=6)
+    add_footer(fig, "This run's models at the recipe seed; kurtosis on 8 held-out windows.")
+    return fig

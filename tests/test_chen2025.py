@@ -1,0 +1,184 @@
+"""Chen et al. 2025's QAT study: the precisions it trains, its grid on the ladder, δ paired with the fp32 partner
+over held-out windows, the law recovered from synthetic δs, and claims held to the seed-noise floor."""
+
+import copy
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from qscaling.config import ConfigError, corpus_id, resolve_config
+from qscaling.laws import chen2025 as law
+from qscaling.studies import chen2025 as study
+from qscaling.studies import plan_all
+
+
+@pytest.fixture(scope="module")
+def module_raw_config(repo_root):
+    return yaml.safe_load((repo_root / "config.yaml").read_text())
+
+
+@pytest.fixture
+def raw_config(module_raw_config):
+    return copy.deepcopy(module_raw_config)
+
+
+@pytest.fixture(scope="module")
+def default_config(module_raw_config):
+    return resolve_config(module_raw_config)
+
+
+def test_each_precision_quantizes_the_tensors_its_name_says():
+    assert study.training_precision("W4A4", 8) == {"weights": "int4:g8", "activations": "int4:g8"}
+    assert study.training_precision("W4A16", "channel") == {"weights": "int4:channel", "activations": None}
+    assert study.training_precision("W16A4", "channel") == {"weights": None, "activations": "int4:token"}
+    fixed = study.training_precision("W16A4_FC2_8bit", 4)
+    assert fixed == {"weights": None, "activations": "int4:g4", "overrides": {"fc2": {"activations": "int8:g4"}}}
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (
+            lambda b: b["cells"][0]["groups"].append(5),
+            "config key studies.chen2025.cells.0.groups: G = 5 does not divide",
+        ),
+        (lambda b: b["cells"][0]["precisions"].append("W3A3"), "unknown precision 'W3A3'"),
+        (lambda b: b["cells"][0]["sizes"].append("N9M"), "config key studies.chen2025.cells.0.sizes.3: size 'N9M'"),
+        (lambda b: b["seeds"].update(budget=123), "config key studies.chen2025.seeds.budget: 123 is not one of"),
+        (lambda b: b["seeds"].update(extra=[0]), "config key studies.chen2025.seeds.extra: repeats the recipe's seed"),
+        (lambda b: b["cells"][0]["groups"].append(1), "group size 1 must be an integer ≥ 2 or 'channel'"),
+    ],
+)
+def test_bad_grid_values_name_their_config_key(raw_config, edit, message):
+    edit(raw_config["studies"]["chen2025"])
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace("'", "'")):
+        resolve_config(raw_config)
+
+
+def test_every_qat_point_has_its_fp32_partner_at_the_same_size_budget_and_seed(default_config):
+    planner, evaluations = plan_all(default_config, corpus_id(default_config))
+    chen = evaluations["chen2025"]
+    partners = {}
+    for evaluation in chen:
+        spec = planner.runs[evaluation.run].spec
+        for variant in evaluation.label_records():
+            key = (spec.size, evaluation.tokens, spec.seed)
+            if variant["precision"] == study.FULL:
+                assert spec.training_precision is None
+                partners[key] = evaluation.run
+            else:
+                assert spec.training_precision is not None and spec.cooldown is not None
+    qat_keys = {
+        (planner.runs[e.run].spec.size, e.tokens, planner.runs[e.run].spec.seed)
+        for e in chen
+        if any(v["precision"] != study.FULL for v in e.label_records())
+    }
+    assert qat_keys == set(partners)
+    # The recipe-seed partners are the ladder's own annealed runs: trained once, shared.
+    ladder_runs = {e.run for e in evaluations["ladder"]}
+    recipe_seed = default_config["training"]["seed"]
+    assert {run for (_, _, seed), run in partners.items() if seed == recipe_seed} <= ladder_runs
+    seeds = {key[2] for key in partners}
+    assert seeds == {recipe_seed, *default_config["studies"]["chen2025"]["seeds"]["extra"]}
+
+
+def window_rows(run, precision, G, losses, size="N1", N=1000, D=500, seed=0):
+    return pd.DataFrame(
+        {
+            "run": run,
+            "size": size,
+            "N": N,
+            "D": D,
+            "precision": precision,
+            "G": G,
+            "granularity": "" if precision == study.FULL else "group",
+            "seed": seed,
+            "window": np.arange(len(losses)),
+            "loss": losses,
+        }
+    )
+
+
+def test_delta_is_paired_over_the_same_windows_with_its_standard_error():
+    base = np.array([4.0, 5.0, 6.0, 3.0])
+    shift = np.array([0.10, 0.12, 0.08, 0.10])
+    rows = pd.concat(
+        [window_rows("fp", study.FULL, 0, base), window_rows("q", "W4A4", 8, base + shift)], ignore_index=True
+    )
+    table = study.build_table(rows, {})
+    assert len(table) == 1
+    row = table.iloc[0]
+    assert row["delta"] == pytest.approx(0.10)
+    assert row["delta_se"] == pytest.approx(np.std(shift, ddof=1) / 2)
+    assert row["loss_se"] == pytest.approx(np.std(base + shift, ddof=1) / 2)  # far larger: the pairing matters
+    assert row["run_base"] == "fp" and row["base_loss"] == pytest.approx(4.5)
+
+
+def test_a_qat_point_without_its_partner_is_an_error_naming_it():
+    rows = window_rows("q", "W4A4", 8, np.ones(3))
+    with pytest.raises(ValueError, match="without a full-precision partner"):
+        study.build_table(rows, {})
+
+
+SETTINGS = {
+    "cells": [{"precisions": ["W4A4"], "sizes": [], "groups": []}],
+    "seeds": {"size": "N1", "budget": 500, "precision": "W4A4", "group": 8, "extra": [1, 2]},
+    "bootstrap": 40,
+    "training": {"seed": 0},
+}
+TRUE = {"k": 0.5, "gamma_N": 0.3, "gamma_D": 0.1, "gamma_G": 0.8}
+
+
+def synthetic_table(params=TRUE, noise=0.0):
+    rng = np.random.default_rng(0)
+    rows = []
+    for N in (2e4, 4e4, 8e4, 1.6e5):
+        for D in (5e5, 1e6, 2e6):
+            for G in (4, 8, 32):
+                delta = float(law.qat_error(params, {"N": N, "D": D, "G": G})) * (1 + noise * rng.standard_normal())
+                rows.append({"size": f"N{N:g}", "N": N, "D": D, "G": G, "seed": 0, "precision": "W4A4",
+                             "granularity": "group", "run": f"q{N}-{D}-{G}", "delta": delta, "delta_se": 1e-4})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_the_qat_law_is_recovered_from_synthetic_errors():
+    fits = study.fit_laws(synthetic_table(), SETTINGS)
+    fit = fits["qat"]
+    for name, value in TRUE.items():
+        assert fit.params[name] == pytest.approx(value, rel=1e-3), name
+    assert fits["qat_no_D"].params["gamma_D"] == 0.0
+    assert fits["qat_no_D"].heldout_relative_error > fit.heldout_relative_error
+
+
+def test_a_precision_trained_at_one_group_size_holds_gamma_g_at_the_papers_value():
+    table = synthetic_table()
+    table = table[table["G"] == 8].assign(precision="W4A16")
+    fit = study.fit_laws(table, {**SETTINGS, "cells": [{"precisions": ["W4A16"]}]})["qat_W4A16"]
+    assert fit.params["gamma_G"] == law.QAT.paper_params["W4A16"]["gamma_G"]
+    assert any(note.startswith("gamma_G = ") and "fixed, not fitted" in note for note in fit.notes)
+
+
+def seeded(table, deltas):
+    repeats = [
+        {**table.iloc[0].to_dict(), "size": "N1", "D": 500, "G": 8, "seed": seed, "delta": delta, "run": f"s{seed}"}
+        for seed, delta in enumerate(deltas)
+    ]
+    return pd.concat([table, pd.DataFrame(repeats)], ignore_index=True)
+
+
+def claim_rows(table):
+    fits = {name: fit for name, fit in study.fit_laws(table, SETTINGS).items() if not isinstance(fit, str)}
+    tables = {"table": table, "activations": None, "decomposition": study.decomposition(table, SETTINGS)}
+    return {row["claim"]: row for row in study.claims(tables, fits, SETTINGS)}
+
+
+def test_an_effect_within_the_seed_noise_floor_is_inconclusive_however_tight_its_fit():
+    table = synthetic_table(noise=0.01)
+    quiet = claim_rows(seeded(table, [0.01, 0.0101, 0.0099]))
+    text = "W4A4 QAT error falls with model size (γ_N > 0)"
+    assert quiet[text]["verdict"] == "reproduced" and "σ_seed = 0.0001 over 3 seeds" in quiet[text]["ci"]
+    noisy = claim_rows(seeded(table, [0.0, 0.5, 1.0]))
+    assert noisy[text]["verdict"] == "inconclusive"
+    assert "≤ 2 σ_seed" in noisy[text]["statistic"]
