@@ -31,17 +31,20 @@ def test_smoke_run_builds_every_study_figure_and_the_claims(smoke_runs):
         *(f"ouyang2024/fig{n}" for n in (1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12)),
         "ouyang2024/table1",
         "sun2025/fig5",
-        "chen2025/fig1",
+        *(f"chen2025/{name}" for name in ("fig1", "fig4", "fig5", "fig6", "fig7", "fig9", "fig16", "table1")),
     ):
         figure = first / "figures" / f"{target}.png"
         assert figure.read_bytes()[:4] == b"\x89PNG" and draws_data(figure_record(figure)), target
     claims = pd.read_csv(first / "results" / "claims.csv")
-    assert set(claims["study"]) == {"ladder", "kumar2024", "ouyang2024", "ahmadian2023"}
+    assert set(claims["study"]) == {"ladder", "kumar2024", "ouyang2024", "ahmadian2023", "chen2025"}
     assert set(claims["verdict"]) <= {"reproduced", "not reproduced", "inconclusive"}
     assert (claims["scale"] == "smoke").all()
     kumar = pd.read_parquet(first / "results" / "tables" / "kumar2024.parquet")
     assert {"gptq", "awq", "rtn", "none"} == set(kumar["method"])
     assert set(kumar["anneal"]) == {"wsd", "cosine"}
+    chen = pd.read_parquet(first / "results" / "tables" / "chen2025.parquet")
+    assert {"W4A4", "W4A16", "W16A4", "W4A4_FC2_8bit"} == set(chen["precision"])
+    assert (chen["windows"] > 0).all() and chen["delta"].notna().all()
 
 
 def test_two_fresh_smoke_runs_give_identical_tables_and_figures(smoke_runs):

@@ -30,7 +30,14 @@ def with_toy_study(raw_config: dict) -> dict:
 def test_a_plugin_block_is_checked_by_its_own_module(raw_config, monkeypatch):
     monkeypatch.syspath_prepend(str(PLUGINS))
     config = with_toy_study({**raw_config, "scale": "smoke"})
-    assert list(resolve_config(config)["studies"]) == ["ladder", "kumar2024", "ouyang2024", "ahmadian2023", "toy2025"]
+    assert list(resolve_config(config)["studies"]) == [
+        "ladder",
+        "kumar2024",
+        "ouyang2024",
+        "ahmadian2023",
+        "chen2025",
+        "toy2025",
+    ]
     config["studies"]["toy2025"]["sizes"] = ["N3k", "N9z"]
     with pytest.raises(ConfigError, match=r"studies.toy2025.sizes.1: size 'N9z' is not in ladder"):
         resolve_config(config)

@@ -4,6 +4,7 @@ per QAT point), its Linear-input statistics (`tables["activations"]`), the decom
 
 import numpy as np
 import pandas as pd
+from matplotlib.ticker import MaxNLocator
 
 from qscaling.figures import add_footer, compact_number, figure, new_figure, series_palette
 from qscaling.laws import LAWS, compare_sources
@@ -59,6 +60,14 @@ def _recipe_rows(tables, precision):
     return table[(table["precision"] == precision) & (table["seed"] == seed)]
 
 
+def _interval_text(fit, name) -> str:
+    """A fitted parameter's CI, or why it has none: held at the paper's value, or on its bound."""
+    if f"{name} = {fit.params[name]:.6g} fixed, not fitted" in fit.notes:
+        return "held at paper"
+    at_bound = any(note.startswith(f"{name} = ") and "at its bound" in note for note in fit.notes)
+    return "[{:.3g}, {:.3g}]".format(*fit.ci[name]) + (" at bound" if at_bound else "")
+
+
 def table1_frame(tables, fits):
     """Table 1: k, γ_N, γ_D, γ_G per precision, the paper's and this run's (with 95 % CIs and fit notes)."""
     rows = []
@@ -69,7 +78,7 @@ def table1_frame(tables, fits):
         if fit is None:
             continue
         estimate = {name: fit.params[name] for name in law.QAT.param_names}
-        bounds = {f"{name}_ci": "[{:.3g}, {:.3g}]".format(*fit.ci[name]) for name in law.QAT.param_names}
+        bounds = {f"{name}_ci": _interval_text(fit, name) for name in law.QAT.param_names}
         rows.append({"precision": precision, "source": "this run's fit", **estimate, **bounds,
                      "n_points": fit.n_points, "heldout_relative_error": fit.heldout_relative_error,
                      "notes": "; ".join(fit.notes)})  # fmt: skip
@@ -95,31 +104,76 @@ def table1(tables, fits):
     labels = [
         f"{row.precision} · {'paper' if row.source.startswith('paper') else 'this run'}" for row in frame.itertuples()
     ]
-    table = ax.table(cellText=cells, rowLabels=labels, colLabels=["k", "γ_N", "γ_D", "γ_G"], bbox=[0.12, 0, 0.88, 1])
+    table = ax.table(
+        cellText=cells,
+        rowLabels=labels,
+        colLabels=["k", "γ_N", "γ_D", "γ_G"],
+        colWidths=[0.28, 0.24, 0.24, 0.24],
+        bbox=[0.22, 0, 0.78, 1],
+    )
     table.auto_set_font_size(False)
     table.set_fontsize(6)
     ax.set_title("QAT error law δ = k·D^γ_D·(log2 G)^γ_G / N^γ_N — Chen et al. 2025, Table 1")
-    held = sorted({note for notes in frame["notes"] if notes for note in notes.split("; ") if "fixed" in note})
     add_footer(
         fig,
-        "Paper: 74M–595M parameters, 10B–100B tokens; this run: models under 100k parameters, 95 % CIs from "
-        "resampling runs." + (f" Held, not fitted: {', '.join(held)}." if held else ""),
+        "Paper: 74M–595M parameters, 10B–100B tokens; this run: models under 250k parameters, 95 % CIs from "
+        "resampling runs.\nHeld at paper: the grid has one value of that exponent's input (N or G) for the "
+        "precision, or no point with δ > 0 at another; at bound: the optimum lies outside the law's range.",
     )
     return fig
 
 
 @figure(tables=STUDY_TABLES, fits="chen2025/qat")
 def fig4(tables, fits):
-    """δ_W4A4 against N, D and G, each panel at the other two's recipe values, with this run's fit and the
-    paper's law."""
-    rows = _recipe_rows(tables, "W4A4")
-    fit = fits.get("qat")
-    paper = law.QAT.paper_params["W4A4"]
-    fig, axes = new_figure(3, 1, width=3.2, height=3.0)
-    for ax, variable, label in zip(
-        axes[0], ("N", "D", "G"), ("N (non-embedding parameters)", "D (training tokens)", "G (group size)")
-    ):
+    """δ_W4A4 against N, D and G, each panel at the most common values of the other two, with this run's fit and
+    the paper's exponents."""
+    return _against_each_input(tables, fits, "W4A4")
+
+
+@figure(tables=STUDY_TABLES, fits="chen2025")
+def fig7(tables, fits):
+    """δ_W4A16 (weights only) and δ_W16A4 (activations only) against N, D and G, with their fits."""
+    return _against_each_input(tables, fits, "W4A16", "W16A4")
+
+
+@figure(tables=STUDY_TABLES, fits="chen2025")
+def fig5(tables, fits):
+    """Each precision's fitted δ against the measured one, coloured by G: how well one law covers the grid."""
+    table = tables["evals"]
+    present = [name for name in PRECISION_ORDER if FIT_NAMES[name] in fits]
+    fig, axes = new_figure(max(1, len(present)), 1, width=2.8, height=2.9)
+    groups = sorted(table["G"].unique())
+    colours = dict(zip(groups, series_palette("viridis", len(groups))))
+    for ax, precision in zip(axes[0], present):
+        rows = _recipe_rows(tables, precision)
+        rows = rows[rows["delta"] > 0]
+        predicted = fits[FIT_NAMES[precision]].predict(rows)
+        for group, colour in colours.items():
+            chosen = (rows["G"] == group).to_numpy()
+            if chosen.any():
+                ax.scatter(rows["delta"][chosen], predicted[chosen], s=12, color=colour, label=f"G = {group:g}")
+        both = np.concatenate([rows["delta"].to_numpy(float), np.asarray(predicted, float)])
+        # One square view a decade or more wide on both axes, so y = x is the diagonal and ticks stay sparse.
+        ends = np.array([both.min() / 3, both.max() * 3]) if len(rows) else np.array([1e-4, 1e-3])
+        ax.plot(ends, ends, ":", color="k", lw=1, label="y = x")
+        ax.set(xscale="log", yscale="log", xlim=ends, ylim=ends, xlabel="measured δ (nats/token)",
+               title=precision.replace("_", " "), ylabel="fitted δ" if precision == present[0] else "")  # fmt: skip
+        ax.legend(fontsize=6)
+    add_footer(fig, "This run's QAT points with δ > 0 at the recipe seed (the fits' points); each precision's own fit.")
+    return fig
+
+
+def _against_each_input(tables, fits, *precisions):
+    panels = [(precision, variable) for precision in precisions for variable in ("N", "D", "G")]
+    fig, axes = new_figure(3, len(precisions), width=3.4, height=3.0)
+    labels = {"N": "N (non-embedding parameters)", "D": "D (training tokens)", "G": "G (group size)"}
+    for ax, (precision, variable) in zip([ax for row in axes for ax in row], panels):
+        rows = _recipe_rows(tables, precision)
+        fit, paper = fits.get(FIT_NAMES[precision]), law.QAT.paper_params[precision]
         others = [name for name in ("N", "D", "G") if name != variable]
+        if rows.empty:
+            ax.text(0.5, 0.5, f"{precision}: not in this run's grid", ha="center", transform=ax.transAxes)
+            continue
         mode = rows.groupby(others).size().idxmax()
         panel = rows.set_index(others).loc[[mode]].reset_index().sort_values(variable)
         ax.errorbar(panel[variable], panel["delta"], yerr=2 * panel["delta_se"], fmt="o", color="C0", ms=4,
@@ -137,9 +191,13 @@ def fig4(tables, fits):
             ax.plot(grid, anchor * (grid / np.median(panel[variable])) ** slope, ":", color="k", lw=1,
                     label=f"paper slope {slope:+.3g}")  # fmt: skip
         fixed = ", ".join(f"{name} = {compact_number(value)}" for name, value in zip(others, mode))
-        ax.set(xscale="log", xlabel=label, ylabel="δ_W4A4 (nats/token)", title=fixed)
+        ylabel = f"δ_{precision} (nats/token)" if variable == "N" else ""
+        ax.set(xscale="log", xlabel=labels[variable], ylabel=ylabel, title=fixed)
+        ax.ticklabel_format(axis="y", style="sci", scilimits=(-2, 2))
         ax.legend(fontsize=6)
-    add_footer(fig, f"Points: this run's W4A4 QAT models − their fp32 partners; {NOISE_NOTE}.")
+    fig.tight_layout()  # rows spaced so a panel's title clears the axis labels above it
+    names = " and ".join(precisions)
+    add_footer(fig, f"Points: this run's {names} QAT models − their fp32 partners; {NOISE_NOTE}.")
     return fig
 
 
@@ -154,14 +212,16 @@ def fig6(tables, fits):
     colours = dict(zip(sorted(frame["N"].unique()), series_palette("viridis", frame["N"].nunique())))
     for n, rows in frame.groupby("N"):
         ax.scatter(rows["delta_sum"], rows["delta_W4A4"], s=14, color=colours[n], label=f"N = {n:,}")
-    top = float(max(frame["delta_sum"].max(), frame["delta_W4A4"].max(), 1e-6)) * 1.1 if len(frame) else 1.0
-    line = np.array([0.0, top])
+    values = frame[["delta_sum", "delta_W4A4"]].to_numpy(float)
+    line = np.array([min(0.0, values.min(initial=0.0)), max(values.max(initial=1e-6), 1e-6)]) * 1.1
     ax.plot(line, law.DECOMPOSITION_SLOPE * line, ":", color="k", lw=1, label=f"paper y = {law.DECOMPOSITION_SLOPE}x")
     if len(frame) >= 2:
         c, low, high = decomposition_slope(frame, bootstrap=200)
         ax.plot(line, c * line, "-", color="C3", lw=1, label=f"this run y = {c:.2f}x [{low:.2f}, {high:.2f}]")
     ax.set(xlabel="δ_W4A16 + δ_W16A4 (nats/token)", ylabel="δ_W4A4 (nats/token)",
            title="W4A4 error vs the sum of its parts")  # fmt: skip
+    ax.xaxis.set_major_locator(MaxNLocator(4))
+    ax.ticklabel_format(style="sci", scilimits=(-2, 2))
     ax.legend(fontsize=6)
     add_footer(fig, "Points: this run's QAT models at the recipe seed; slope through the origin, 95 % CI over points.")
     return fig
@@ -172,7 +232,7 @@ def fig9(tables, fits):
     """Left: kurtosis of each Linear's input per role, fp32 vs W4A4 models; right: δ_W4A4 with and without the FC2
     input at 8 bits, across G."""
     stats = tables["activations"]
-    fig, axes = new_figure(2, 1, width=3.8, height=3.2)
+    fig, axes = new_figure(2, 1, width=4.2, height=3.2)
     left, right = axes[0]
     roles = ["qkv", "o", "fc1", "fc2"]
     for offset, (precision, colour) in enumerate((("full", "0.4"), ("W4A4", "C0"))):
@@ -181,15 +241,21 @@ def fig9(tables, fits):
         left.bar(np.arange(len(roles)) + 0.4 * offset - 0.2, medians, width=0.4, color=colour,
                  label="fp32" if precision == "full" else "W4A4 QAT")  # fmt: skip
     left.set_xticks(range(len(roles)), roles)
-    left.set(yscale="log", ylabel="kurtosis of the input (median over blocks and models)",
-             title="Linear inputs (paper: FC2 123 → 89)")  # fmt: skip
+    left.set(ylabel="input kurtosis (median)", title="kurtosis of each Linear's input")
     left.legend(fontsize=6)
     for precision, marker in (("W4A4", "o"), ("W4A4_FC2_8bit", "s")):
         rows = _recipe_rows(tables, precision)
         mean = rows.groupby("G")["delta"].mean()
         right.plot(mean.index, mean.to_numpy(), marker=marker, label=precision.replace("_", " "))
-    right.set(xscale="log", xlabel="G (group size)", ylabel="δ (nats/token), mean over N and D",
-              title="FC2 at 8 bits (paper: −20.5 % at G=32 … −42.9 % at G=256)")  # fmt: skip
+    right.set(xscale="log", xlabel="G (group size)", ylabel="mean δ over N and D (nats/token)",
+              title="W4A4 with the FC2 input at 8 bits")  # fmt: skip
+    right.ticklabel_format(axis="y", style="sci", scilimits=(-2, 2))
+    fig.tight_layout()
     right.legend(fontsize=6)
-    add_footer(fig, "This run's models at the recipe seed; kurtosis on 8 held-out windows.")
+    add_footer(
+        fig,
+        "This run's models at the recipe seed; kurtosis on 8 held-out windows, median over blocks and models. "
+        "Paper: FC2's input kurtosis 123 (BF16) → 89 (QAT);\nFC2 at 8 bits cuts W4A4 error by 20.5 % (G = 32) to "
+        "42.9 % (G = 256).",
+    )
     return fig

@@ -21,7 +21,13 @@ import pandas as pd
 from qscaling.config import ConfigError, check_sizes
 from qscaling.laws import chen2025 as law
 from qscaling.studies import Evaluation, Job, Scoring, label, try_fit
-from qscaling.studies.claims import INCONCLUSIVE, claim, magnitude_from_interval, positive_parameter_claim
+from qscaling.studies.claims import (
+    INCONCLUSIVE,
+    NO_PAPER_VALUE,
+    claim,
+    magnitude_from_interval,
+    positive_parameter_claim,
+)
 
 STUDY = "chen2025"
 SHARED_SETTINGS = ("training",)
@@ -366,7 +372,11 @@ def claims(tables: dict, fits: dict, settings: dict) -> list[dict]:
     out.append(_weights_vs_activations_claim(fits))
     out.append(_fc2_claim(table, settings, sigma, noise))
     out.append(_kurtosis_claim(tables.get("activations")))
-    out.append(_decomposition_claim(decomposition(table, settings), settings))
+    out.append(
+        _floored_decomposition(
+            _decomposition_claim(decomposition(table, settings), settings), table, settings, sigma, noise
+        )
+    )
     out.append(_d_term_claim(fits))
     return out
 
@@ -381,13 +391,14 @@ def _effect_across(rows: pd.DataFrame, fit, variable: str) -> float:
     return abs(high - low)
 
 
-def _floored(row: dict, effect: float, sigma: float, noise: str) -> dict:
+def _floored(row: dict, effect: float, sigma: float, noise: str, what: str = "effect over the grid") -> dict:
     """A verdict whose whole effect over the grid is within 2 σ_seed of nothing is inconclusive: separately
     trained runs differ by that much with no precision effect at all."""
     row = {**row, "ci": f"{row['ci']} ({noise})"}
     if math.isfinite(sigma) and effect <= 2 * sigma and row["verdict"] != INCONCLUSIVE:
-        statistic = f"{row['statistic']}; effect over the grid {effect:.2g} ≤ 2 σ_seed"
-        return {**row, "statistic": statistic, "verdict": INCONCLUSIVE}
+        statistic = f"{row['statistic']}; {what} {effect:.2g} ≤ 2 σ_seed"
+        magnitude = row["magnitude"] if row["magnitude"] == NO_PAPER_VALUE else INCONCLUSIVE
+        return {**row, "statistic": statistic, "verdict": INCONCLUSIVE, "magnitude": magnitude}
     return row
 
 
@@ -425,7 +436,7 @@ def _fc2_claim(table: pd.DataFrame, settings: dict, sigma: float, noise: str) ->
             STUDY, text, statistic="no W4A4 point with an FC2-8bit partner, or no σ_seed", ci="", verdict=INCONCLUSIVE
         )
     mean, half = float(cut.mean()), 1.96 * sigma * math.sqrt(2 / len(cut))
-    share = float((cut / plain[cut.index]).mean())
+    share = mean / float(plain[cut.index].mean())
     return claim(
         STUDY,
         text,
@@ -468,6 +479,12 @@ def _decomposition_claim(frame: pd.DataFrame, settings: dict) -> dict:
         paper=law.DECOMPOSITION_SLOPE,
         magnitude=magnitude_from_interval(low, high, law.DECOMPOSITION_SLOPE),
     )
+
+
+def _floored_decomposition(row: dict, table: pd.DataFrame, settings: dict, sigma: float, noise: str) -> dict:
+    """c compares δs of separately trained runs: with the W4A4 δs themselves inside 2 σ_seed, c is noise."""
+    typical = float(grid_rows(table, settings, "W4A4")["delta"].abs().mean())
+    return _floored(row, typical, sigma, noise, what="mean |δ_W4A4|") if row["ci"] else row
 
 
 def _d_term_claim(fits: dict) -> dict:
