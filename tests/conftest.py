@@ -35,6 +35,30 @@ def repo_root() -> Path:
     return REPO_ROOT
 
 
+@pytest.fixture(scope="module")
+def module_raw_config():
+    """config.yaml as written (before presets), read once per module."""
+    import yaml
+
+    return yaml.safe_load((REPO_ROOT / "config.yaml").read_text())
+
+
+@pytest.fixture
+def raw_config(module_raw_config):
+    """A copy of config.yaml a test may edit."""
+    import copy
+
+    return copy.deepcopy(module_raw_config)
+
+
+@pytest.fixture(scope="module")
+def default_config(module_raw_config):
+    """The embedded default, resolved and validated."""
+    from qscaling.config import resolve_config
+
+    return resolve_config(module_raw_config)
+
+
 def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Bit-for-bit equality of two float32 tensors, NaN payloads aside."""
     a, b = a.cpu(), b.cpu()

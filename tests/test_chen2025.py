@@ -1,32 +1,14 @@
 """Chen et al. 2025's QAT study: the precisions it trains, its grid on the ladder, δ paired with the fp32 partner
 over held-out windows, the law recovered from synthetic δs, and claims held to the seed-noise floor."""
 
-import copy
-
 import numpy as np
 import pandas as pd
 import pytest
-import yaml
 
 from qscaling.config import ConfigError, corpus_id, resolve_config
 from qscaling.laws import chen2025 as law
 from qscaling.studies import chen2025 as study
 from qscaling.studies import plan_all
-
-
-@pytest.fixture(scope="module")
-def module_raw_config(repo_root):
-    return yaml.safe_load((repo_root / "config.yaml").read_text())
-
-
-@pytest.fixture
-def raw_config(module_raw_config):
-    return copy.deepcopy(module_raw_config)
-
-
-@pytest.fixture(scope="module")
-def default_config(module_raw_config):
-    return resolve_config(module_raw_config)
 
 
 def test_each_precision_quantizes_the_tensors_its_name_says():

@@ -1,33 +1,15 @@
 """The model ladder: its design on the default config, the per-size recipe, the LR sweep's estimates and the
 Chinchilla fit on the ladder's own grid."""
 
-import copy
-
 import numpy as np
 import pandas as pd
 import pytest
-import yaml
 
 from qscaling.config import ConfigError, corpus_id, resolve_config
 from qscaling.laws.baseline import CHINCHILLA
 from qscaling.plan import Planner, peak_lr, warmup_tokens
 from qscaling.shape import ModelShape
 from qscaling.studies import ladder, plan_all
-
-
-@pytest.fixture(scope="module")
-def module_raw_config(repo_root):
-    return yaml.safe_load((repo_root / "config.yaml").read_text())
-
-
-@pytest.fixture
-def raw_config(module_raw_config):
-    return copy.deepcopy(module_raw_config)
-
-
-@pytest.fixture(scope="module")
-def default_config(module_raw_config):
-    return resolve_config(module_raw_config)
 
 
 def shapes(config: dict) -> dict[str, ModelShape]:

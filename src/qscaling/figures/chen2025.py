@@ -69,19 +69,20 @@ def _interval_text(fit, name) -> str:
 
 
 def table1_frame(tables, fits):
-    """Table 1: k, γ_N, γ_D, γ_G per precision, the paper's and this run's (with 95 % CIs and fit notes)."""
+    """Table 1: k, γ_N, γ_D, γ_G per precision (columns `law_<param>`), the paper's and this run's with 95 % CIs
+    (`law_<param>_ci`: the interval, "held at paper" or "… at bound"; the fits' notes are in their JSON)."""
     rows = []
     for precision in PRECISION_ORDER:
         paper = law.QAT.paper_params[precision]
-        rows.append({"precision": precision, "source": f"paper ({paper.source})", **dict(paper), "notes": ""})
+        values = {f"law_{name}": value for name, value in dict(paper).items()}
+        rows.append({"precision": precision, "source": f"paper ({paper.source})", **values})
         fit = fits.get(FIT_NAMES[precision])
         if fit is None:
             continue
-        estimate = {name: fit.params[name] for name in law.QAT.param_names}
-        bounds = {f"{name}_ci": _interval_text(fit, name) for name in law.QAT.param_names}
+        estimate = {f"law_{name}": fit.params[name] for name in law.QAT.param_names}
+        bounds = {f"law_{name}_ci": _interval_text(fit, name) for name in law.QAT.param_names}
         rows.append({"precision": precision, "source": "this run's fit", **estimate, **bounds,
-                     "n_points": fit.n_points, "heldout_relative_error": fit.heldout_relative_error,
-                     "notes": "; ".join(fit.notes)})  # fmt: skip
+                     "n_points": fit.n_points, "heldout_relative_error": fit.heldout_relative_error})  # fmt: skip
     return pd.DataFrame(rows)
 
 
@@ -96,9 +97,10 @@ def table1(tables, fits):
     for row in frame.itertuples():
         values = []
         for name in law.QAT.param_names:
-            interval = getattr(row, f"{name}_ci", "")
+            interval = getattr(row, f"law_{name}_ci", "")
             values.append(
-                f"{getattr(row, name):.3g}" + (f" {interval}" if isinstance(interval, str) and interval else "")
+                f"{getattr(row, f'law_{name}'):.3g}"
+                + (f" {interval}" if isinstance(interval, str) and interval else "")
             )
         cells.append(values)
     labels = [

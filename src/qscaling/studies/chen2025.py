@@ -323,7 +323,9 @@ def decomposition(table: pd.DataFrame, settings: dict) -> pd.DataFrame:
     """δ_W4A4 beside δ_W4A16 + δ_W16A4 at each (N, D, G) all three share (Fig. 6)."""
     index = ["N", "D", "G"]
     parts = [
-        grid_rows(table, settings, name)[[*index, "delta"]].rename(columns={"delta": name})
+        grid_rows(table, settings, name)[[*index, "delta", "delta_se"]].rename(
+            columns={"delta": name, "delta_se": f"{name}_se"}
+        )
         for name in ("W4A4", "W4A16", "W16A4")
     ]
     joined = parts[0].merge(parts[1], on=index).merge(parts[2], on=index)
@@ -331,7 +333,9 @@ def decomposition(table: pd.DataFrame, settings: dict) -> pd.DataFrame:
         {
             **{name: joined[name] for name in index},
             "delta_W4A4": joined["W4A4"],
+            "delta_W4A4_se": joined["W4A4_se"],
             "delta_sum": joined["W4A16"] + joined["W16A4"],
+            "delta_sum_se": np.hypot(joined["W4A16_se"], joined["W16A4_se"]),
         }
     ).sort_values(index, ignore_index=True)
 
@@ -436,11 +440,10 @@ def _fc2_claim(table: pd.DataFrame, settings: dict, sigma: float, noise: str) ->
             STUDY, text, statistic="no W4A4 point with an FC2-8bit partner, or no σ_seed", ci="", verdict=INCONCLUSIVE
         )
     mean, half = float(cut.mean()), 1.96 * sigma * math.sqrt(2 / len(cut))
-    share = mean / float(plain[cut.index].mean())
     return claim(
         STUDY,
         text,
-        statistic=f"mean cut {mean:.2e} nats ({share:.0%} of δ_W4A4) over {len(cut)} points",
+        statistic=f"mean cut {mean:.2e} nats over {len(cut)} points (mean δ_W4A4 {float(plain[cut.index].mean()):.2e})",
         ci=f"[{mean - half:.2e}, {mean + half:.2e}] ({noise})",
         verdict="reproduced" if mean - half > 0 else ("not reproduced" if mean + half < 0 else INCONCLUSIVE),
     )
