@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from qscaling.laws.core import Law, Param
+from qscaling.laws.core import Fit, Law, Param
 from qscaling.studies.claims import (
     COLUMNS,
     cannot_fail_claim,
@@ -28,9 +28,15 @@ LAW = Law(
 )
 
 
-def fitted(gamma: float, ci: tuple[float, float], notes: tuple[str, ...] = ()) -> SimpleNamespace:
-    """The parts of a Fit that a parameter claim reads."""
-    return SimpleNamespace(law=LAW, params={"A": 1.0, "gamma": gamma}, ci={"gamma": ci}, r2=0.9, notes=list(notes))
+class FitParts(SimpleNamespace):
+    """The parts of a Fit that a parameter claim reads, with Fit's own note predicates."""
+
+    at_bound = Fit.at_bound
+    held_fixed = Fit.held_fixed
+
+
+def fitted(gamma: float, ci: tuple[float, float], notes: tuple[str, ...] = ()) -> FitParts:
+    return FitParts(law=LAW, params={"A": 1.0, "gamma": gamma}, ci={"gamma": ci}, r2=0.9, notes=list(notes))
 
 
 def slope_frame(exponent: float) -> pd.DataFrame:

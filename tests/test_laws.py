@@ -243,7 +243,7 @@ def test_fit_notes_a_parameter_on_its_bound():
     law, table = _qat_table()
     flat = table.assign(delta=0.05)  # no dependence on N, D or G: the exponents sit on their lower bound 0
     result = fit(law, flat, starts=1, bootstrap=0)
-    assert any("gamma_N" in note and "bound" in note for note in result.notes)
+    assert result.at_bound("gamma_N")
     assert isinstance(result, Fit)
 
 

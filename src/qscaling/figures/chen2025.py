@@ -9,6 +9,7 @@ from matplotlib.ticker import MaxNLocator
 from qscaling.figures import add_footer, compact_number, figure, new_figure, series_palette
 from qscaling.laws import LAWS, compare_sources
 from qscaling.laws import chen2025 as law
+from qscaling.studies import chen2025 as study
 
 
 def _contours(fits, quantity, levels, title, G):
@@ -49,8 +50,6 @@ def fig16(tables, fits, G=128):
 
 
 STUDY_TABLES = {"evals": "chen2025"}
-PRECISION_ORDER = ("W4A4", "W4A16", "W16A4", "W4A4_FC2_8bit", "W16A4_FC2_8bit")
-FIT_NAMES = {"W4A4": "qat", **{name: f"qat_{name}" for name in PRECISION_ORDER[1:]}}
 NOISE_NOTE = "error bars: ± 2 s.e. of δ over held-out windows (between-run seed noise is larger: see claims)"
 
 
@@ -62,21 +61,20 @@ def _recipe_rows(tables, precision):
 
 def _interval_text(fit, name) -> str:
     """A fitted parameter's CI, or why it has none: held at the paper's value, or on its bound."""
-    if f"{name} = {fit.params[name]:.6g} fixed, not fitted" in fit.notes:
+    if fit.held_fixed(name):
         return "held at paper"
-    at_bound = any(note.startswith(f"{name} = ") and "at its bound" in note for note in fit.notes)
-    return "[{:.3g}, {:.3g}]".format(*fit.ci[name]) + (" at bound" if at_bound else "")
+    return "[{:.3g}, {:.3g}]".format(*fit.ci[name]) + (" at bound" if fit.at_bound(name) else "")
 
 
 def table1_frame(tables, fits):
     """Table 1: k, γ_N, γ_D, γ_G per precision (columns `law_<param>`), the paper's and this run's with 95 % CIs
     (`law_<param>_ci`: the interval, "held at paper" or "… at bound"; the fits' notes are in their JSON)."""
     rows = []
-    for precision in PRECISION_ORDER:
+    for precision in study.PRECISIONS:
         paper = law.QAT.paper_params[precision]
         values = {f"law_{name}": value for name, value in dict(paper).items()}
         rows.append({"precision": precision, "source": f"paper ({paper.source})", **values})
-        fit = fits.get(FIT_NAMES[precision])
+        fit = fits.get(study.fit_name(precision))
         if fit is None:
             continue
         estimate = {f"law_{name}": fit.params[name] for name in law.QAT.param_names}
@@ -142,14 +140,14 @@ def fig7(tables, fits):
 def fig5(tables, fits):
     """Each precision's fitted δ against the measured one, coloured by G: how well one law covers the grid."""
     table = tables["evals"]
-    present = [name for name in PRECISION_ORDER if FIT_NAMES[name] in fits]
+    present = [name for name in study.PRECISIONS if study.fit_name(name) in fits]
     fig, axes = new_figure(max(1, len(present)), 1, width=2.8, height=2.9)
     groups = sorted(table["G"].unique())
     colours = dict(zip(groups, series_palette("viridis", len(groups))))
     for ax, precision in zip(axes[0], present):
         rows = _recipe_rows(tables, precision)
         rows = rows[rows["delta"] > 0]
-        predicted = fits[FIT_NAMES[precision]].predict(rows)
+        predicted = fits[study.fit_name(precision)].predict(rows)
         for group, colour in colours.items():
             chosen = (rows["G"] == group).to_numpy()
             if chosen.any():
@@ -171,7 +169,7 @@ def _against_each_input(tables, fits, *precisions):
     labels = {"N": "N (non-embedding parameters)", "D": "D (training tokens)", "G": "G (group size)"}
     for ax, (precision, variable) in zip([ax for row in axes for ax in row], panels):
         rows = _recipe_rows(tables, precision)
-        fit, paper = fits.get(FIT_NAMES[precision]), law.QAT.paper_params[precision]
+        fit, paper = fits.get(study.fit_name(precision)), law.QAT.paper_params[precision]
         others = [name for name in ("N", "D", "G") if name != variable]
         if rows.empty:
             ax.text(0.5, 0.5, f"{precision}: not in this run's grid", ha="center", transform=ax.transAxes)

@@ -51,7 +51,7 @@ def _fit_summary(fit) -> str:
     parts = []
     for name, symbol in (("alpha", "α"), ("beta", "β"), ("E", "E")):
         low, high = fit.ci[name]
-        flag = " (at its bound)" if any(n.startswith(f"{name} = ") and "bound" in n for n in fit.notes) else ""
+        flag = " (at its bound)" if fit.at_bound(name) else ""
         parts.append(f"{symbol} = {fit.params[name]:.3f} [{low:.3f}, {high:.3f}]{flag}")
     heldout = fit.heldout_relative_error
     return "; ".join(parts) + (f"; leave-one-size-out error {heldout:.1%}" if heldout is not None else "")

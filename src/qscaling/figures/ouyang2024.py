@@ -88,7 +88,7 @@ def table1_frame(tables, fits):
     )
     frames = [paper, missing_3bit]
     fit = fits.get("qid")
-    if fit is not None and fit.ci["beta"][0] <= 0:
+    if _beta_unbounded(fit):
         frames.append(grid.assign(source=TABLE1_THIS_RUN, tokens_T=np.nan, note=TABLE1_UNBOUNDED))
     elif fit is not None:
         tokens = law.tokens_to_reach(dict(fit.params), grid["delta"], grid["N"], grid["bits"]) / 1e12
@@ -112,8 +112,13 @@ def table1_agreement(frame) -> dict:
     return gaps
 
 
+def _beta_unbounded(fit) -> bool:
+    """Whether this run's β CI reaches 0, where D = (…)^(1/β) has no bound."""
+    return fit is not None and fit.ci["beta"][0] <= 0
+
+
 def _unbounded_note(fit) -> str:
-    if fit is None or fit.ci["beta"][0] > 0:
+    if not _beta_unbounded(fit):
         return ""
     low, high = fit.ci["beta"]
     return f"\nThis run's fit: β = {fit.params['beta']:.3g} [{low:.3g}, {high:.3g}]; {TABLE1_UNBOUNDED}."

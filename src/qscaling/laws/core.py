@@ -325,6 +325,14 @@ class Fit:
     def predict(self, data) -> np.ndarray:
         return self.law(self.params, data)
 
+    def at_bound(self, name: str) -> bool:
+        """Whether the fitted `name` sits on one of its bounds (the optimum lies outside them)."""
+        return any(note.startswith(f"{name} = ") and "is at its bound" in note for note in self.notes)
+
+    def held_fixed(self, name: str) -> bool:
+        """Whether `name` was supplied as a constant rather than fitted."""
+        return any(note.startswith(f"{name} = ") and note.endswith("fixed, not fitted") for note in self.notes)
+
     def to_dict(self) -> dict:
         return {
             "law": self.law.name,

@@ -229,6 +229,8 @@ def input_statistics(model, tokens: np.ndarray, seq_len: int, windows: int = 8) 
 
 def build_table(rows: pd.DataFrame, settings: dict) -> pd.DataFrame:
     """One row per QAT checkpoint: its loss, its partner's, and δ paired over windows with its standard error."""
+    from qscaling.evaluate import standard_error
+
     per_window = rows.drop_duplicates(["run", "window", "precision", "G"])
     full = per_window[per_window["precision"] == FULL][[*KEYS, "window", "loss", "run"]]
     qat = per_window[per_window["precision"] != FULL]
@@ -237,10 +239,10 @@ def build_table(rows: pd.DataFrame, settings: dict) -> pd.DataFrame:
     groups = paired.groupby([*KEYS, "precision", "granularity", "G", "run", "run_base"], sort=False)
     table = groups.agg(
         loss=("loss", "mean"),
-        loss_se=("loss", _se),
+        loss_se=("loss", standard_error),
         base_loss=("loss_base", "mean"),
         delta=("difference", "mean"),
-        delta_se=("difference", _se),
+        delta_se=("difference", standard_error),
         windows=("window", "size"),
     ).reset_index()
     missing = set(map(tuple, qat[KEYS].drop_duplicates().to_numpy())) - set(map(tuple, full[KEYS].to_numpy()))
@@ -248,10 +250,6 @@ def build_table(rows: pd.DataFrame, settings: dict) -> pd.DataFrame:
         raise ValueError(f"{STUDY}: QAT points without a full-precision partner: {sorted(missing)}")
     table["tokens_per_param"] = table["D"] / table["N"]
     return table.sort_values(["precision", "N", "D", "G", "seed"]).reset_index(drop=True)
-
-
-def _se(values) -> float:
-    return float(np.std(values, ddof=1) / math.sqrt(len(values))) if len(values) > 1 else math.nan
 
 
 def seed_points(table: pd.DataFrame, settings: dict) -> pd.DataFrame:
@@ -367,7 +365,7 @@ def claims(tables: dict, fits: dict, settings: dict) -> list[dict]:
         if fit is None:
             out.append(claim(STUDY, text, statistic="no W4A4 fit", ci="", verdict=INCONCLUSIVE))
             continue
-        if f"{name} = {fit.params[name]:.6g} fixed, not fitted" in fit.notes:
+        if fit.held_fixed(name):
             statistic = f"{name} held at the paper's value: the grid has one {variable}"
             out.append(claim(STUDY, text, statistic=statistic, ci="", verdict=INCONCLUSIVE))
             continue

@@ -131,7 +131,7 @@ def positive_parameter_claim(study: str, text: str, fit, name: str, paper: float
     bound cut off part of the bootstrap's spread.
     """
     low, high, reached = ci_within_bounds(fit, name)
-    at_bound = any(note.startswith(f"{name} = ") and "at its bound" in note for note in fit.notes)
+    at_bound = fit.at_bound(name)
     statistic = f"{name} = {fit.params[name]:.3f}, R² = {fit.r2:.2f}"
     if at_bound:
         verdict, magnitude = INCONCLUSIVE, (None if paper is None else INCONCLUSIVE)
