@@ -164,3 +164,58 @@ def test_an_effect_within_the_seed_noise_floor_is_inconclusive_however_tight_its
     noisy = claim_rows(seeded(table, [0.0, 0.5, 1.0]))
     assert noisy[text]["verdict"] == "inconclusive"
     assert "≤ 2 σ_seed" in noisy[text]["statistic"]
+
+
+def test_the_reduced_laws_hold_their_exponents_at_0_and_predict_worse_where_d_and_g_matter():
+    from qscaling.figures.chen2025 import table2_frame
+
+    fits = study.fit_laws(synthetic_table(noise=0.01), SETTINGS)
+    assert fits["qat_N_only"].params["gamma_D"] == fits["qat_N_only"].params["gamma_G"] == 0.0
+    assert fits["qat_N_only"].held_fixed("gamma_G") and not fits["qat_N_only"].held_fixed("gamma_N")
+    frame = table2_frame({}, fits).set_index("law")
+    assert list(frame.index) == ["with D", "without D", "N only", "earlier laws (paper only)"]
+    for column in ("insample_relative_error", "heldout_relative_error"):
+        errors = frame[column]
+        assert errors["with D"] < 0.03 < errors["without D"] < errors["N only"], column
+    assert frame["paper_relative_error"].drop("N only").tolist() == [0.047, 0.086, 0.085]
+    assert np.isnan(frame.loc["N only", "paper_relative_error"])
+
+
+def ratio_table(slope, seed_deltas, activation_scale=1.0):
+    """W4A16 and W16A4 points whose ratio is 2·(D/N / 10)^slope, both δs scaled by `activation_scale`, and W4A4
+    repeats at SETTINGS' seed point with `seed_deltas`."""
+    rows = [{"size": "N1", "N": 1e3, "D": 500, "G": 8, "seed": seed, "precision": "W4A4", "granularity": "group",
+             "run": f"s{seed}", "delta": delta, "delta_se": 1e-4} for seed, delta in enumerate(seed_deltas)]  # fmt: skip
+    for N in (1e4, 4e4):
+        for D in (2e5, 1e6, 5e6):
+            weights = 0.02 * activation_scale
+            ratio = 2 * (D / N / 10) ** slope
+            for precision, delta in (("W4A16", weights), ("W16A4", weights * ratio)):
+                rows.append({"size": f"N{N:g}", "N": N, "D": D, "G": 8, "seed": 0, "precision": precision,
+                             "granularity": "group", "run": f"{precision}{N}-{D}", "delta": delta,
+                             "delta_se": 1e-4})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_the_activation_to_weight_ratio_and_its_trend_over_tokens_per_parameter_are_recovered():
+    table = ratio_table(-0.2, [0.01, 0.0101, 0.0099])
+    ratios = study.activation_weight_ratio(table, SETTINGS)
+    plain = ratios[ratios["variant"] == "plain"]
+    assert len(plain) == 6 and (ratios["variant"] == "FC2 8-bit").sum() == 0
+    assert plain["R"].to_numpy() == pytest.approx(2 * (plain["tokens_per_param"].to_numpy() / 10) ** -0.2)
+    slope, low, high = study.ratio_trend(plain, bootstrap=50)
+    assert slope == pytest.approx(-0.2) and low <= -0.2 <= high
+    rows = {row["claim"]: row for row in study.claims({"table": table, "activations": None}, {}, SETTINGS)}
+    trend = rows["R = δ_W16A4 / δ_W4A16 falls as D/N grows (Fig. 8)"]
+    assert trend["verdict"] == "reproduced" and float(trend["paper"]) == pytest.approx(law.RATIO_SLOPE, abs=1e-4)
+    rising = study.claims({"table": ratio_table(0.3, [0.01, 0.0101]), "activations": None},
+                          {}, SETTINGS)  # fmt: skip
+    assert {row["claim"]: row for row in rising}[trend["claim"]]["verdict"] == "not reproduced"
+
+
+def test_a_ratio_of_errors_inside_the_seed_noise_is_inconclusive():
+    table = ratio_table(-0.2, [0.0, 0.5, 1.0], activation_scale=0.01)
+    assert not study.activation_weight_ratio(table, SETTINGS)["clear_of_seed_noise"].any()
+    rows = {row["claim"]: row for row in study.claims({"table": table, "activations": None}, {}, SETTINGS)}
+    trend = rows["R = δ_W16A4 / δ_W4A16 falls as D/N grows (Fig. 8)"]
+    assert trend["verdict"] == "inconclusive" and "0 of 6 points" in trend["statistic"]

@@ -191,6 +191,18 @@ def test_fit_is_independent_of_worker_count_and_round_trips_json(tmp_path):
     assert 0 < serial.heldout_relative_error < 0.05 and serial.r2 > 0.99
 
 
+def test_no_size_is_held_out_when_the_rest_would_have_a_single_size():
+    """With two sizes a held-out fit sees one N: started from the full optimum it keeps γ_N and 'predicts'
+    the left-out size perfectly, an error of 0 that measures nothing."""
+    law, table = _qat_table()
+    two = table[table.N.isin(sorted(table.N.unique())[:2])]
+    result = fit(law, two, starts=1, bootstrap=0, group_col="N")
+    assert result.heldout_relative_error is None and result.heldout_by_group == {}
+    assert sum("the rest has a single N" in note for note in result.notes) == 2
+    three = fit(law, table[table.N.isin(sorted(table.N.unique())[:3])], starts=1, bootstrap=0, group_col="N")
+    assert len(three.heldout_by_group) == 3 and three.heldout_relative_error > 0
+
+
 COVERAGE_LAWS = [name for name in LAWS if name != "kumar2024.unified"]  # 17 parameters: benchmark only
 
 

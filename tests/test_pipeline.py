@@ -31,7 +31,10 @@ def test_smoke_run_builds_every_study_figure_and_the_claims(smoke_runs):
         *(f"ouyang2024/fig{n}" for n in (1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12)),
         "ouyang2024/table1",
         "sun2025/fig5",
-        *(f"chen2025/{name}" for name in ("fig1", "fig4", "fig5", "fig6", "fig7", "fig9", "fig16", "table1")),
+        *(
+            f"chen2025/{name}"
+            for name in ("fig1", "fig4", "fig5", "fig6", "fig7", "fig8", "fig9", "fig16", "table1", "table2")
+        ),
     ):
         figure = first / "figures" / f"{target}.png"
         assert figure.read_bytes()[:4] == b"\x89PNG" and draws_data(figure_record(figure)), target

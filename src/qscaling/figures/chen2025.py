@@ -2,6 +2,8 @@
 chen2025.qat fit), this run's fit as dashed contours. Study figures read the chen2025 table (`tables["evals"]`: δ
 per QAT point), its Linear-input statistics (`tables["activations"]`), the decomposition points and every fit."""
 
+import itertools
+
 import numpy as np
 import pandas as pd
 from matplotlib.ticker import MaxNLocator
@@ -257,5 +259,104 @@ def fig9(tables, fits):
         "This run's models at the recipe seed; kurtosis on 8 held-out windows, median over blocks and models. "
         "Paper: FC2's input kurtosis 123 (BF16) → 89 (QAT);\nFC2 at 8 bits cuts W4A4 error by 20.5 % (G = 32) to "
         "42.9 % (G = 256).",
+    )
+    return fig
+
+
+REDUCED_LABELS = {"": "with D", "_no_D": "without D", "_N_only": "N only"}
+
+
+def _insample_relative_error(fit) -> float:
+    """Mean |fitted − measured| / measured over the fit's own points (Chen et al.'s prediction error)."""
+    observed = np.asarray(fit.points["observed"], float)
+    predicted = np.asarray(fit.predict(pd.DataFrame(fit.points["inputs"])), float)
+    return float(np.mean(np.abs(predicted - observed) / observed))
+
+
+def table2_frame(tables, fits):
+    """Tables 2 and 4: relative prediction error of the law, of it without D and of an N-only law δ = k / N^γ_N,
+    for W4A4 and W4A16 — on the fits' own points (`insample_relative_error`, the paper's measure) and on each
+    size left out of its fit (`heldout_relative_error`), beside the paper's (`paper_relative_error`)."""
+    rows = []
+    for precision in study.REDUCED_PRECISIONS:
+        paper = law.PREDICTION_ERROR[precision]
+        present = {form: fits[study.fit_name(precision) + suffix] for suffix, form in REDUCED_LABELS.items()
+                   if study.fit_name(precision) + suffix in fits}  # fmt: skip
+        if not present:
+            continue
+        for form, fit in present.items():
+            rows.append({"precision": precision, "law": form, "n_points": fit.n_points,
+                         "insample_relative_error": _insample_relative_error(fit),
+                         "heldout_relative_error": fit.heldout_relative_error,
+                         "paper_relative_error": paper.get(form, np.nan)})  # fmt: skip
+        rows.append({"precision": precision, "law": "earlier laws (paper only)",
+                     "paper_relative_error": paper["earlier laws"]})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+@figure(tables=STUDY_TABLES, fits="chen2025", frame=True)
+def table2(tables, fits):
+    """Tables 2 and 4 rendered: does each term of the law earn its place in prediction error?"""
+    frame = table2_frame(tables, fits)
+    fig, axes = new_figure(width=6.5, height=0.25 * len(frame) + 0.9)
+    ax = axes[0][0]
+    ax.axis("off")
+
+    def percent(value):
+        return "—" if value is None or not np.isfinite(value) else f"{value:.1%}"
+
+    cells = [
+        [percent(row.get("insample_relative_error")), percent(row.get("heldout_relative_error")),
+         percent(row["paper_relative_error"])]
+        for row in frame.to_dict("records")
+    ]  # fmt: skip
+    table = ax.table(
+        cellText=cells,
+        rowLabels=[f"{row.precision} · {row.law}" for row in frame.itertuples()],
+        colLabels=["this run, own points", "this run, size left out", "paper"],
+        bbox=[0.32, 0, 0.68, 1],
+    )
+    table.auto_set_font_size(False)
+    table.set_fontsize(6)
+    ax.set_title("Relative prediction error of δ — Chen et al. 2025, Tables 2 and 4")
+    add_footer(
+        fig,
+        "Without D: γ_D held at 0; N only: γ_D and γ_G held at 0 (δ = k / N^γ_N). The paper's 'earlier laws' are "
+        "other forms,\nnot this N-only law. Size left out: each N predicted by a fit that never saw it.",
+    )
+    return fig
+
+
+@figure(tables={**STUDY_TABLES, "ratio": "chen2025/ratio"})
+def fig8(tables, fits):
+    """R = δ_W16A4 / δ_W4A16 against D/N per N and G, plain and with the FC2 input at 8 bits, beside the paper's
+    R at G = 32; hollow points have a δ inside 2 σ_seed."""
+    ratios = tables["ratio"]
+    fig, axes = new_figure(len(study.RATIO_VARIANTS), 1, width=3.4, height=3.0)
+    sizes = sorted(ratios["N"].unique())
+    colours = dict(zip(sizes, series_palette("viridis", len(sizes))))
+    markers = dict(zip(sorted(ratios["G"].unique()), itertools.cycle("osD^v")))
+    for ax, variant in zip(axes[0], study.RATIO_VARIANTS):
+        rows = ratios[ratios["variant"] == variant]
+        for (n, group), points in rows.groupby(["N", "G"]):
+            faces = [colours[n] if clear else "none" for clear in points["clear_of_seed_noise"]]
+            ax.scatter(points["tokens_per_param"], points["R"], s=16, marker=markers[group], edgecolors=colours[n],
+                       facecolors=faces, label=f"N = {n:,}, G = {group:g}")  # fmt: skip
+        if variant == "plain":
+            paper = law.RATIO_AT_TOKENS_PER_PARAM
+            ax.plot(list(paper), list(paper.values()), ":", color="k", marker="x", label="paper, G = 32")
+        if rows.empty:
+            ax.text(0.5, 0.5, f"{study.RATIO_VARIANTS[variant]}:\nnot in this run's grid", ha="center", fontsize=7,
+                    transform=ax.transAxes)  # fmt: skip
+        ax.axhline(1, color="0.6", lw=0.6)
+        ax.set(xscale="log", xlabel="D / N (tokens per parameter)", title=f"R, {variant}",
+               ylabel="R = δ_W16A4 / δ_W4A16" if variant == "plain" else "")  # fmt: skip
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=6)
+    sigma = float(ratios["sigma_seed"].iloc[0]) if len(ratios) else np.nan
+    add_footer(
+        fig,
+        f"This run's models at the recipe seed; hollow: a δ within 2 σ_seed = {sigma:.2g} of 0, where R is noise. "
+        "Paper: R 1.67 → 1.20 (D/N 100 → 1000), 0.85–1.10 with FC2 8-bit.",
     )
     return fig

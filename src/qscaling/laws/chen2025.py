@@ -5,12 +5,23 @@ length). Precisions are named W{weight bits}A{activation bits}; FC2_8bit keeps t
 input at 8 bits.
 """
 
+import math
+
 import numpy as np
 
 from qscaling.laws.baseline import CHEN2025_CHINCHILLA
 from qscaling.laws.core import DEGRADATION_HUBER_DELTA, Law, PaperParams, Param
 
 DECOMPOSITION_SLOPE = 0.906  # δ_W4A4 ≈ 0.906 (δ_W4A16 + δ_W16A4), Fig. 6
+# R = δ_W16A4 / δ_W4A16 at G = 32 (Fig. 8): {D/N: R}, and the slope of log R on log(D/N) between them.
+RATIO_AT_TOKENS_PER_PARAM = {100: 1.67, 1000: 1.20}
+RATIO_SLOPE = math.log(1.20 / 1.67) / math.log(1000 / 100)
+# Relative prediction error of the law (Table 2), of it without the D term (Table 4) and of the earlier laws
+# Table 2 compares against (their forms, not an N-only law).
+PREDICTION_ERROR = {
+    "W4A4": {"with D": 0.047, "without D": 0.086, "earlier laws": 0.085},
+    "W4A16": {"with D": 0.052, "without D": 0.138, "earlier laws": 0.193},
+}
 
 _TABLE1 = {
     "W4A4": (0.1582, 0.2186, 0.0745, 0.7779, "Chen et al. 2025, Table 1"),

@@ -620,7 +620,8 @@ def _bootstrap(law, table, columns, log_y, z_bounds, z_best, count, run_col, see
 
 
 def _leave_one_group_out(law, table, columns, y, z_bounds, z_best, group_col, notes):
-    """Mean |pred − y| / y over every point, each predicted by a fit that never saw its group (model size)."""
+    """Mean |pred − y| / y over every point, each predicted by a fit that never saw its group (model size) and
+    saw at least two others."""
     if group_col is None:
         return None, {}
     if group_col not in table.columns:
@@ -637,6 +638,11 @@ def _leave_one_group_out(law, table, columns, y, z_bounds, z_best, group_col, no
         held_out = groups == value
         if (~held_out).sum() < len(law.params):
             notes.append(f"held-out fit without {group_col}={value} skipped: fewer points than parameters")
+            continue
+        if len(pd.unique(groups[~held_out])) < 2:
+            # One remaining value pins nothing of the law's dependence on it: the fit, started from the full
+            # optimum, would keep the held-out points' exponent and "predict" them perfectly.
+            notes.append(f"held-out fit without {group_col}={value} skipped: the rest has a single {group_col}")
             continue
         weight = (~held_out).astype(float)
         with _one_blas_thread():

@@ -275,12 +275,24 @@ def grid_rows(table: pd.DataFrame, settings: dict, precision: str) -> pd.DataFra
     return table[(table["precision"] == precision) & (table["seed"] == seed)]
 
 
-def fit_names(settings: dict) -> list[str]:
-    """`qat` is W4A4 (the figures' and Table 1's first row), `qat_<precision>` the others; `qat_no_D` is W4A4's law
-    with γ_D held at 0 (Chen et al.'s Table 4: does the D term earn its place?)."""
+# Chen et al.'s Tables 2 and 4 weigh the law against reduced ones on W4A4 and W4A16: each variant holds the
+# named exponents at 0 (without D: γ_D; N only: γ_D and γ_G, so δ = k / N^γ_N).
+REDUCED_LAWS = {"no_D": ("gamma_D",), "N_only": ("gamma_D", "gamma_G")}
+REDUCED_PRECISIONS = ("W4A4", "W4A16")
+
+
+def fit_plan(settings: dict) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """{fit name: (precision, exponents held at 0)}: `qat` is W4A4 (the figures' and Table 1's first row),
+    `qat_<precision>` the others, `<that name>_no_D` / `_N_only` the reduced laws of REDUCED_PRECISIONS."""
     present = list(dict.fromkeys(name for cell in settings["cells"] for name in cell["precisions"]))
-    names = [fit_name(name) for name in present]
-    return [*names, "qat_no_D"] if "W4A4" in present else names
+    plan = {fit_name(name): (name, ()) for name in present}
+    for name in (name for name in REDUCED_PRECISIONS if name in present):
+        plan.update({f"{fit_name(name)}_{variant}": (name, zeros) for variant, zeros in REDUCED_LAWS.items()})
+    return plan
+
+
+def fit_names(settings: dict) -> list[str]:
+    return list(fit_plan(settings))
 
 
 def fit_name(precision: str) -> str:
@@ -294,8 +306,7 @@ def fit_laws(table: pd.DataFrame, settings: dict) -> dict:
     from qscaling.laws.table import constant_inputs, unidentifiable
 
     fits = {}
-    for name in fit_names(settings):
-        precision = "W4A4" if name in ("qat", "qat_no_D") else name.removeprefix("qat_")
+    for name, (precision, zeros) in fit_plan(settings).items():
         rows = grid_rows(table, settings, precision)
         rows = rows[rows["delta"] > 0]
         if rows.empty:
@@ -303,18 +314,17 @@ def fit_laws(table: pd.DataFrame, settings: dict) -> dict:
             continue
         paper = law.QAT.paper_params[precision]
         fixed = {param: paper[param] for param in unidentifiable(law.QAT, constant_inputs(law.QAT, rows))}
-        if name == "qat_no_D":
-            fixed["gamma_D"] = 0.0
+        fixed.update(dict.fromkeys(zeros, 0.0))
         options = {"bootstrap": settings["bootstrap"], "group_col": "N", "run_col": "run", "seed": 0}
         fits[name] = try_fit("chen2025.qat", rows, fixed=fixed or None, **options)
     return fits
 
 
-FIT_TABLES = ("decomposition",)
+FIT_TABLES = ("decomposition", "ratio")
 
 
 def fit_tables(table: pd.DataFrame, settings: dict) -> dict:
-    return {"decomposition": decomposition(table, settings)}
+    return {"decomposition": decomposition(table, settings), "ratio": activation_weight_ratio(table, settings)}
 
 
 def decomposition(table: pd.DataFrame, settings: dict) -> pd.DataFrame:
@@ -345,10 +355,55 @@ def decomposition_slope(frame: pd.DataFrame, bootstrap: int, seed: int = 0) -> t
         x, y = rows["delta_sum"].to_numpy(float), rows["delta_W4A4"].to_numpy(float)
         return float(x @ y / (x @ x)) if x @ x > 0 else math.nan
 
+    return _with_percentile_ci(frame, slope, bootstrap, seed)
+
+
+def _with_percentile_ci(frame: pd.DataFrame, statistic, bootstrap: int, seed: int) -> tuple[float, float, float]:
+    """`statistic(frame)` and its 95 % percentile CI over `bootstrap` resamples of the frame's rows."""
     rng = np.random.default_rng(seed)
-    draws = [slope(frame.iloc[rng.integers(0, len(frame), len(frame))]) for _ in range(bootstrap)]
-    low, high = np.nanpercentile(draws, [2.5, 97.5]) if draws else (math.nan, math.nan)
-    return slope(frame), float(low), float(high)
+    draws = [statistic(frame.iloc[rng.integers(0, len(frame), len(frame))]) for _ in range(bootstrap)]
+    with np.errstate(all="ignore"):
+        low, high = np.nanpercentile(draws, [2.5, 97.5]) if draws else (math.nan, math.nan)
+    return statistic(frame), float(low), float(high)
+
+
+RATIO_VARIANTS = {"plain": "W16A4", "FC2 8-bit": "W16A4_FC2_8bit"}
+
+
+def activation_weight_ratio(table: pd.DataFrame, settings: dict) -> pd.DataFrame:
+    """R = δ_W16A4 / δ_W4A16 at each (N, D, G) where both trained at the recipe seed, plain and with the FC2
+    input at 8 bits in the activation-only run (Fig. 8; W4A16 quantizes no activation, so it has one variant).
+    `clear_of_seed_noise`: both δs exceed 2 σ_seed, so R is not a ratio of between-run noise."""
+    index = ["N", "D", "G"]
+    rows = table[table["seed"] == settings["training"]["seed"]]
+
+    def deltas(precision):
+        return rows[rows["precision"] == precision].set_index(index)[["delta", "delta_se"]]
+
+    frames = [
+        deltas(activations)
+        .merge(deltas("W4A16"), left_index=True, right_index=True, suffixes=("_activations", "_weights"))
+        .reset_index()
+        .assign(variant=variant)
+        for variant, activations in RATIO_VARIANTS.items()
+    ]
+    ratios = pd.concat(frames, ignore_index=True)
+    ratios["tokens_per_param"] = ratios["D"] / ratios["N"]
+    ratios["R"] = ratios["delta_activations"] / ratios["delta_weights"]
+    sigma = seed_sigma(table, settings)
+    ratios["sigma_seed"] = sigma
+    ratios["clear_of_seed_noise"] = (ratios["delta_activations"] > 2 * sigma) & (ratios["delta_weights"] > 2 * sigma)
+    return ratios.sort_values(["variant", "G", "N", "D"], ignore_index=True)
+
+
+def ratio_trend(ratios: pd.DataFrame, bootstrap: int, seed: int = 0) -> tuple[float, float, float]:
+    """Slope of log R on log(D/N) by least squares, with its percentile CI over points (R > 0 only)."""
+
+    def slope(rows):
+        x, y = np.log(rows["tokens_per_param"].to_numpy(float)), np.log(rows["R"].to_numpy(float))
+        return float(np.polyfit(x, y, 1)[0]) if np.ptp(x) > 0 else math.nan
+
+    return _with_percentile_ci(ratios, slope, bootstrap, seed)
 
 
 def claims(tables: dict, fits: dict, settings: dict) -> list[dict]:
@@ -379,6 +434,7 @@ def claims(tables: dict, fits: dict, settings: dict) -> list[dict]:
             _decomposition_claim(decomposition(table, settings), settings), table, settings, sigma, noise
         )
     )
+    out.append(_ratio_claim(table, settings, sigma, noise))
     out.append(_d_term_claim(fits))
     return out
 
@@ -486,6 +542,30 @@ def _floored_decomposition(row: dict, table: pd.DataFrame, settings: dict, sigma
     """c compares δs of separately trained runs: with the W4A4 δs themselves inside 2 σ_seed, c is noise."""
     typical = float(grid_rows(table, settings, "W4A4")["delta"].abs().mean())
     return _floored(row, typical, sigma, noise, what="mean |δ_W4A4|") if row["ci"] else row
+
+
+def _ratio_claim(table: pd.DataFrame, settings: dict, sigma: float, noise: str) -> dict:
+    """R's trend over the points whose two δs both clear 2 σ_seed: a ratio of δs inside the seed noise is noise."""
+    text = "R = δ_W16A4 / δ_W4A16 falls as D/N grows (Fig. 8)"
+    ratios = activation_weight_ratio(table, settings)
+    plain = ratios[ratios["variant"] == "plain"]
+    if not math.isfinite(sigma):
+        return claim(STUDY, text, statistic="no σ_seed", ci="", verdict=INCONCLUSIVE)
+    clear = plain[plain["clear_of_seed_noise"]]
+    if len(clear) < 3 or clear["tokens_per_param"].nunique() < 2:
+        statistic = f"{len(clear)} of {len(plain)} points have both δs above 2 σ_seed (3 at 2 D/N needed)"
+        return claim(STUDY, text, statistic=statistic, ci=noise, verdict=INCONCLUSIVE)
+    slope, low, high = ratio_trend(clear, settings["bootstrap"])
+    return claim(
+        STUDY,
+        text,
+        statistic=f"slope of log R on log(D/N) = {slope:.3f} over {len(clear)} of {len(plain)} points "
+        f"(R {clear['R'].min():.2f}–{clear['R'].max():.2f})",
+        ci=f"[{low:.3f}, {high:.3f}] ({noise})",
+        verdict="reproduced" if high < 0 else ("not reproduced" if low > 0 else INCONCLUSIVE),
+        paper=round(law.RATIO_SLOPE, 4),
+        magnitude=magnitude_from_interval(low, high, law.RATIO_SLOPE),
+    )
 
 
 def _d_term_claim(fits: dict) -> dict:
