@@ -73,6 +73,7 @@ def window_rows(run, precision, G, losses, size="N1", N=1000, D=500, seed=0):
             "size": size,
             "N": N,
             "D": D,
+            "milestone": D,
             "precision": precision,
             "G": G,
             "granularity": "" if precision == study.FULL else "group",
@@ -120,7 +121,7 @@ def synthetic_table(params=TRUE, noise=0.0):
         for D in (5e5, 1e6, 2e6):
             for G in (4, 8, 32):
                 delta = float(law.qat_error(params, {"N": N, "D": D, "G": G})) * (1 + noise * rng.standard_normal())
-                rows.append({"size": f"N{N:g}", "N": N, "D": D, "G": G, "seed": 0, "precision": "W4A4",
+                rows.append({"size": f"N{N:g}", "N": N, "D": D, "budget": D, "G": G, "seed": 0, "precision": "W4A4",
                              "granularity": "group", "run": f"q{N}-{D}-{G}", "delta": delta, "delta_se": 1e-4})  # fmt: skip
     return pd.DataFrame(rows)
 
@@ -144,7 +145,16 @@ def test_a_precision_trained_at_one_group_size_holds_gamma_g_at_the_papers_value
 
 def seeded(table, deltas):
     repeats = [
-        {**table.iloc[0].to_dict(), "size": "N1", "D": 500, "G": 8, "seed": seed, "delta": delta, "run": f"s{seed}"}
+        {
+            **table.iloc[0].to_dict(),
+            "size": "N1",
+            "D": 500,
+            "budget": 500,
+            "G": 8,
+            "seed": seed,
+            "delta": delta,
+            "run": f"s{seed}",
+        }
         for seed, delta in enumerate(deltas)
     ]
     return pd.concat([table, pd.DataFrame(repeats)], ignore_index=True)
@@ -184,14 +194,14 @@ def test_the_reduced_laws_hold_their_exponents_at_0_and_predict_worse_where_d_an
 def ratio_table(slope, seed_deltas, activation_scale=1.0):
     """W4A16 and W16A4 points whose ratio is 2·(D/N / 10)^slope, both δs scaled by `activation_scale`, and W4A4
     repeats at SETTINGS' seed point with `seed_deltas`."""
-    rows = [{"size": "N1", "N": 1e3, "D": 500, "G": 8, "seed": seed, "precision": "W4A4", "granularity": "group",
+    rows = [{"size": "N1", "N": 1e3, "D": 500, "budget": 500, "G": 8, "seed": seed, "precision": "W4A4", "granularity": "group",
              "run": f"s{seed}", "delta": delta, "delta_se": 1e-4} for seed, delta in enumerate(seed_deltas)]  # fmt: skip
     for N in (1e4, 4e4):
         for D in (2e5, 1e6, 5e6):
             weights = 0.02 * activation_scale
             ratio = 2 * (D / N / 10) ** slope
             for precision, delta in (("W4A16", weights), ("W16A4", weights * ratio)):
-                rows.append({"size": f"N{N:g}", "N": N, "D": D, "G": 8, "seed": 0, "precision": precision,
+                rows.append({"size": f"N{N:g}", "N": N, "D": D, "budget": D, "G": 8, "seed": 0, "precision": precision,
                              "granularity": "group", "run": f"{precision}{N}-{D}", "delta": delta,
                              "delta_se": 1e-4})  # fmt: skip
     return pd.DataFrame(rows)
@@ -219,3 +229,12 @@ def test_a_ratio_of_errors_inside_the_seed_noise_is_inconclusive():
     rows = {row["claim"]: row for row in study.claims({"table": table, "activations": None}, {}, SETTINGS)}
     trend = rows["R = δ_W16A4 / δ_W4A16 falls as D/N grows (Fig. 8)"]
     assert trend["verdict"] == "inconclusive" and "0 of 6 points" in trend["statistic"]
+
+
+def test_the_seed_point_is_found_by_its_planned_budget_when_whole_steps_overshoot_it():
+    """A 1M-token budget trains 1,001,472 tokens at 4,096 per step: σ_seed must still find its three seeds."""
+    table = seeded(synthetic_table(), [0.01, 0.02, 0.04]).assign(
+        D=lambda frame: frame["D"].where(frame["budget"] != 500, 512)
+    )
+    assert len(study.seed_points(table, SETTINGS)) == 3
+    assert study.seed_sigma(table, SETTINGS) == pytest.approx(np.std([0.01, 0.02, 0.04], ddof=1))

@@ -228,7 +228,8 @@ def input_statistics(model, tokens: np.ndarray, seq_len: int, windows: int = 8) 
 
 
 def build_table(rows: pd.DataFrame, settings: dict) -> pd.DataFrame:
-    """One row per QAT checkpoint: its loss, its partner's, and δ paired over windows with its standard error."""
+    """One row per QAT checkpoint: its loss, its partner's, and δ paired over windows with its standard error.
+    `budget` is the token budget the point was planned at (the config's), D the tokens it saw (whole steps)."""
     from qscaling.evaluate import standard_error
 
     per_window = rows.drop_duplicates(["run", "window", "precision", "G"])
@@ -236,15 +237,19 @@ def build_table(rows: pd.DataFrame, settings: dict) -> pd.DataFrame:
     qat = per_window[per_window["precision"] != FULL]
     paired = qat.merge(full, on=[*KEYS, "window"], suffixes=("", "_base"), validate="many_to_one")
     paired["difference"] = paired["loss"] - paired["loss_base"]
-    groups = paired.groupby([*KEYS, "precision", "granularity", "G", "run", "run_base"], sort=False)
-    table = groups.agg(
-        loss=("loss", "mean"),
-        loss_se=("loss", standard_error),
-        base_loss=("loss_base", "mean"),
-        delta=("difference", "mean"),
-        delta_se=("difference", standard_error),
-        windows=("window", "size"),
-    ).reset_index()
+    groups = paired.groupby([*KEYS, "milestone", "precision", "granularity", "G", "run", "run_base"], sort=False)
+    table = (
+        groups.agg(
+            loss=("loss", "mean"),
+            loss_se=("loss", standard_error),
+            base_loss=("loss_base", "mean"),
+            delta=("difference", "mean"),
+            delta_se=("difference", standard_error),
+            windows=("window", "size"),
+        )
+        .reset_index()
+        .rename(columns={"milestone": "budget"})
+    )
     missing = set(map(tuple, qat[KEYS].drop_duplicates().to_numpy())) - set(map(tuple, full[KEYS].to_numpy()))
     if missing:
         raise ValueError(f"{STUDY}: QAT points without a full-precision partner: {sorted(missing)}")
@@ -256,7 +261,7 @@ def seed_points(table: pd.DataFrame, settings: dict) -> pd.DataFrame:
     repeats = settings["seeds"]
     rows = table[
         (table["size"] == repeats["size"])
-        & (table["D"] == repeats["budget"])
+        & (table["budget"] == repeats["budget"])
         & (table["precision"] == repeats["precision"])
     ]
     return rows[rows["granularity"].eq(CHANNEL) if repeats["group"] == CHANNEL else rows["G"].eq(repeats["group"])]
