@@ -174,6 +174,9 @@ def test_an_effect_within_the_seed_noise_floor_is_inconclusive_however_tight_its
     noisy = claim_rows(seeded(table, [0.0, 0.5, 1.0]))
     assert noisy[text]["verdict"] == "inconclusive"
     assert "≤ 2 σ_seed" in noisy[text]["statistic"]
+    d_term = "The law with the D term predicts held-out sizes better than without it (Table 4)"
+    assert quiet[d_term]["verdict"] == "reproduced"
+    assert noisy[d_term]["verdict"] == "inconclusive" and "mean |δ_W4A4|" in noisy[d_term]["statistic"]
 
 
 def test_the_reduced_laws_hold_their_exponents_at_0_and_predict_worse_where_d_and_g_matter():
