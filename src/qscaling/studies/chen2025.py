@@ -378,7 +378,8 @@ RATIO_VARIANTS = {"plain": "W16A4", "FC2 8-bit": "W16A4_FC2_8bit"}
 def activation_weight_ratio(table: pd.DataFrame, settings: dict) -> pd.DataFrame:
     """R = δ_W16A4 / δ_W4A16 at each (N, D, G) where both trained at the recipe seed, plain and with the FC2
     input at 8 bits in the activation-only run (Fig. 8; W4A16 quantizes no activation, so it has one variant).
-    `clear_of_seed_noise`: both δs exceed 2 σ_seed, so R is not a ratio of between-run noise."""
+    `R_se` propagates the two δs' evaluation SEs; `clear_of_seed_noise`: both δs exceed 2 σ_seed, so R is not a
+    ratio of between-run noise (which R_se leaves out)."""
     index = ["N", "D", "G"]
     rows = table[table["seed"] == settings["training"]["seed"]]
 
@@ -395,6 +396,11 @@ def activation_weight_ratio(table: pd.DataFrame, settings: dict) -> pd.DataFrame
     ratios = pd.concat(frames, ignore_index=True)
     ratios["tokens_per_param"] = ratios["D"] / ratios["N"]
     ratios["R"] = ratios["delta_activations"] / ratios["delta_weights"]
+    relative = np.hypot(
+        ratios["delta_se_activations"] / ratios["delta_activations"],
+        ratios["delta_se_weights"] / ratios["delta_weights"],
+    )
+    ratios["R_se"] = ratios["R"].abs() * relative  # first-order, from the paired evaluation SEs only
     sigma = seed_sigma(table, settings)
     ratios["sigma_seed"] = sigma
     ratios["clear_of_seed_noise"] = (ratios["delta_activations"] > 2 * sigma) & (ratios["delta_weights"] > 2 * sigma)
