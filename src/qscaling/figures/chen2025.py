@@ -86,13 +86,19 @@ def table1_frame(tables, fits):
     return pd.DataFrame(rows)
 
 
+def _table_page(frame, width):
+    """A figure with one bare axes, tall enough for a table of the frame's rows."""
+    fig, axes = new_figure(width=width, height=0.25 * len(frame) + 0.9)
+    ax = axes[0][0]
+    ax.axis("off")
+    return fig, ax
+
+
 @figure(tables=STUDY_TABLES, fits="chen2025", frame=True)
 def table1(tables, fits):
     """Table 1 rendered: the QAT law's constants per precision, the paper's beside this run's."""
     frame = table1_frame(tables, fits)
-    fig, axes = new_figure(width=7.5, height=0.25 * len(frame) + 0.9)
-    ax = axes[0][0]
-    ax.axis("off")
+    fig, ax = _table_page(frame, width=7.5)
     cells = []
     for row in frame.itertuples():
         values = []
@@ -298,9 +304,7 @@ def table2_frame(tables, fits):
 def table2(tables, fits):
     """Tables 2 and 4 rendered: does each term of the law earn its place in prediction error?"""
     frame = table2_frame(tables, fits)
-    fig, axes = new_figure(width=6.5, height=0.25 * len(frame) + 0.9)
-    ax = axes[0][0]
-    ax.axis("off")
+    fig, ax = _table_page(frame, width=6.5)
 
     def percent(value):
         return "—" if value is None or not np.isfinite(value) else f"{value:.1%}"
