@@ -230,11 +230,12 @@ def series_colors(ax) -> list[tuple[str, object]]:
             colors.append((f"markers {series_name(line)}", marker))
     for collection in ax.collections:
         if isinstance(collection, PathCollection) and collection.get_visible() and len(collection.get_offsets()):
-            faces = collection.get_facecolors()
-            colors += [
-                (f"scatter {series_name(collection)}", c)
-                for c in (faces if len(faces) else collection.get_edgecolors())
+            faces, edges = collection.get_facecolors(), collection.get_edgecolors()
+            # A hollow point (transparent face) shows its edge, as a hollow line marker does above.
+            shown = [
+                face if face[3] > 0 or not len(edges) else edges[index % len(edges)] for index, face in enumerate(faces)
             ]
+            colors += [(f"scatter {series_name(collection)}", c) for c in (shown if len(faces) else edges)]
     for container in ax.containers:
         if isinstance(container, BarContainer):
             colors += [(f"bar {series_name(container)}", patch.get_facecolor()) for patch in container.patches]
@@ -361,6 +362,15 @@ def test_a_pale_series_is_found_and_series_palette_avoids_it():
     assert "faint series" in layout_problems(fig)
     assert min(contrast(color, (1, 1, 1)) for color in series_palette("viridis", 16)) >= MIN_CONTRAST
     assert min(contrast(color, (1, 1, 1)) for color in series_palette("mako", 3)) >= MIN_CONTRAST
+
+
+def test_a_hollow_point_is_judged_by_its_edge():
+    fig, ax = small_figure()
+    ax.scatter([1, 2], [1, 2], facecolors=["C0", "none"], edgecolors="C0")
+    assert "faint series" not in layout_problems(fig)
+    fig, ax = small_figure()
+    ax.scatter([1, 2], [1, 2], facecolors="none", edgecolors="#fde725")
+    assert "faint series" in layout_problems(fig)
 
 
 def test_tick_labels_with_an_exponent_and_a_suffix_are_found():
