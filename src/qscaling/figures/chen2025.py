@@ -269,7 +269,7 @@ def fig9(tables, fits):
     return fig
 
 
-REDUCED_LABELS = {"": "with D", "_no_D": "without D", "_N_only": "N only"}
+REDUCED_LABELS = {None: "with D", "no_D": "without D", "N_only": "N only"}  # study.REDUCED_LAWS and the full law
 
 
 def _insample_relative_error(fit) -> float:
@@ -286,8 +286,8 @@ def table2_frame(tables, fits):
     rows = []
     for precision in study.REDUCED_PRECISIONS:
         paper = law.PREDICTION_ERROR[precision]
-        present = {form: fits[study.fit_name(precision) + suffix] for suffix, form in REDUCED_LABELS.items()
-                   if study.fit_name(precision) + suffix in fits}  # fmt: skip
+        present = {form: fits[study.fit_name(precision, reduced)] for reduced, form in REDUCED_LABELS.items()
+                   if study.fit_name(precision, reduced) in fits}  # fmt: skip
         if not present:
             continue
         for form, fit in present.items():

@@ -292,7 +292,7 @@ def fit_plan(settings: dict) -> dict[str, tuple[str, tuple[str, ...]]]:
     present = list(dict.fromkeys(name for cell in settings["cells"] for name in cell["precisions"]))
     plan = {fit_name(name): (name, ()) for name in present}
     for name in (name for name in REDUCED_PRECISIONS if name in present):
-        plan.update({f"{fit_name(name)}_{variant}": (name, zeros) for variant, zeros in REDUCED_LAWS.items()})
+        plan.update({fit_name(name, variant): (name, zeros) for variant, zeros in REDUCED_LAWS.items()})
     return plan
 
 
@@ -300,8 +300,10 @@ def fit_names(settings: dict) -> list[str]:
     return list(fit_plan(settings))
 
 
-def fit_name(precision: str) -> str:
-    return "qat" if precision == "W4A4" else f"qat_{precision}"
+def fit_name(precision: str, reduced: str | None = None) -> str:
+    """The fit of `precision`'s law, or of its `reduced` form (a key of REDUCED_LAWS)."""
+    name = "qat" if precision == "W4A4" else f"qat_{precision}"
+    return f"{name}_{reduced}" if reduced else name
 
 
 def fit_laws(table: pd.DataFrame, settings: dict) -> dict:
@@ -440,11 +442,10 @@ def claims(tables: dict, fits: dict, settings: dict) -> list[dict]:
     out.append(_weights_vs_activations_claim(fits))
     out.append(_fc2_claim(table, settings, sigma, noise))
     out.append(_kurtosis_claim(tables.get("activations")))
-    compare_w4a4 = (_decomposition_claim(decomposition(table, settings), settings), _d_term_claim(fits))
-    decomposition_row, d_term_row = (_floored_by_w4a4(row, table, settings, sigma, noise) for row in compare_w4a4)
-    out.append(decomposition_row)
+    decomposition_row = _decomposition_claim(decomposition(table, settings), settings)
+    out.append(_floored_by_w4a4(decomposition_row, table, settings, sigma, noise))
     out.append(_ratio_claim(table, settings, sigma, noise))
-    out.append(d_term_row)
+    out.append(_floored_by_w4a4(_d_term_claim(fits), table, settings, sigma, noise))
     return out
 
 
