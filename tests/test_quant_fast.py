@@ -47,7 +47,13 @@ def test_fast_path_refuses_what_it_does_not_cover():
         quantize_fast(torch.zeros(4, 48), spec)
 
 
-def test_dispatcher_sends_large_tensors_to_the_fast_path(monkeypatch):
+@pytest.fixture
+def fast_path_started(monkeypatch):
+    """The dispatcher as in a process that has already quantized enough to start the compiled path."""
+    monkeypatch.setattr(dispatch, "_reference_elements", dispatch.FAST_PATH_AFTER_ELEMENTS)
+
+
+def test_dispatcher_sends_large_tensors_to_the_fast_path(monkeypatch, fast_path_started):
     calls = []
     monkeypatch.setattr(
         dispatch.fast, "quantize_fast", lambda x, spec: calls.append(spec) or quantize_reference(x, spec)
@@ -59,8 +65,22 @@ def test_dispatcher_sends_large_tensors_to_the_fast_path(monkeypatch):
     assert [str(spec) for spec in calls] == ["int4:g128"]
 
 
+def test_a_process_starts_the_fast_path_only_once_the_reference_has_done_enough_work(monkeypatch):
+    calls = []
+    monkeypatch.setattr(
+        dispatch.fast, "quantize_fast", lambda x, spec: calls.append(spec) or quantize_reference(x, spec)
+    )
+    big = torch.randn(dispatch.MIN_ELEMENTS_FOR_FAST_PATH // 128, 128)
+    monkeypatch.setattr(dispatch, "_reference_elements", 0)
+    monkeypatch.setattr(dispatch, "FAST_PATH_AFTER_ELEMENTS", 2 * big.numel())
+    for _ in range(3):
+        quantize(big, "int4:g128")
+        quantize(torch.randn(4, 128), "int4:g128")  # small tensors neither count nor switch
+    assert len(calls) == 1 and dispatch._reference_elements == 2 * big.numel()
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
-def test_quantize_is_bit_exact_for_large_non_contiguous_and_low_precision_inputs(dtype):
+def test_quantize_is_bit_exact_for_large_non_contiguous_and_low_precision_inputs(dtype, fast_path_started):
     x = awkward_rows(512, 256, seed=3)[:, :128].to(dtype)  # non-contiguous slice, 65536 elements
     for text in ("int4:g128", "fp:e4m3:b32"):
         out, expected = quantize(x, text), quantize_reference(x, text)
@@ -75,7 +95,7 @@ def test_quantize_rejects_non_tensors_and_integer_tensors():
         quantize(torch.arange(4), "int4:g128")
 
 
-def test_quantize_carries_no_gradient_on_either_path():
+def test_quantize_carries_no_gradient_on_either_path(fast_path_started):
     for rows in (4, dispatch.MIN_ELEMENTS_FOR_FAST_PATH // 128):
         weight = torch.randn(rows, 128, requires_grad=True)
         assert not quantize(weight, "int4:g128").requires_grad
