@@ -123,3 +123,14 @@ def test_evaluate_checkpoint_row_names_the_training_precision(tmp_path, token_fi
     path = _qat_checkpoint(tmp_path, {"weights": "int4:g16", "activations": "int4:g16"})
     row = evaluate_checkpoint(path, load_tokens(token_files["val"]), split="val", max_tokens=2000)
     assert row["training_precision"] == "W int4:g16 · A int4:g16"
+
+
+def test_learned_quantizer_parameters_are_not_counted_in_n():
+    from qscaling.quant.qat import apply_training_precision
+
+    shape = ModelShape(d_model=32, n_layers=2, n_heads=2, d_ff=64, vocab_size=64, seq_len=16)
+    model = build_model(shape)
+    precision = {"weights": "int4:g8", "activations": "int4:g8", "quantizer": {"weights": "lsq", "activations": "lac"}}
+    apply_training_precision(model, precision)
+    assert sum(p.numel() for p in model.parameters()) > sum(p.numel() for p in build_model(shape).parameters())
+    assert count_non_embedding_params(model) == shape.non_embedding_params

@@ -1,12 +1,15 @@
 """Chen et al. 2025's QAT study: the precisions it trains, its grid on the ladder, δ paired with the fp32 partner
 over held-out windows, the law recovered from synthetic δs, and claims held to the seed-noise floor."""
 
+import copy
+
 import numpy as np
 import pandas as pd
 import pytest
 
 from qscaling.config import ConfigError, corpus_id, resolve_config
 from qscaling.laws import chen2025 as law
+from qscaling.plan import Planner
 from qscaling.studies import chen2025 as study
 from qscaling.studies import plan_all
 
@@ -27,7 +30,7 @@ def test_each_precision_quantizes_the_tensors_its_name_says():
             "config key studies.chen2025.cells.0.groups: G = 5 does not divide",
         ),
         (lambda b: b["cells"][0]["precisions"].append("W3A3"), "unknown precision 'W3A3'"),
-        (lambda b: b["cells"][0]["sizes"].append("N9M"), "config key studies.chen2025.cells.0.sizes.3: size 'N9M'"),
+        (lambda b: b["cells"][0]["sizes"].append("N9M"), "config key studies.chen2025.cells.0.sizes.2: size 'N9M'"),
         (lambda b: b["seeds"].update(budget=123), "config key studies.chen2025.seeds.budget: 123 is not one of"),
         (lambda b: b["seeds"].update(extra=[0]), "config key studies.chen2025.seeds.extra: repeats the recipe's seed"),
         (lambda b: b["cells"][0]["groups"].append(1), "group size 1 must be an integer ≥ 2 or 'channel'"),
@@ -75,6 +78,9 @@ def window_rows(run, precision, G, losses, size="N1", N=1000, D=500, seed=0):
             "D": D,
             "milestone": D,
             "precision": precision,
+            "format": "" if precision == study.FULL else study.INT,
+            "quantizer": "" if precision == study.FULL else study.ABSMAX,
+            "lr_scale": 1.0,
             "G": G,
             "granularity": "" if precision == study.FULL else "group",
             "seed": seed,
@@ -105,12 +111,93 @@ def test_a_qat_point_without_its_partner_is_an_error_naming_it():
         study.build_table(rows, {})
 
 
+def diverged_row(run, precision, G, size="N1", seed=0):
+    from qscaling.studies import with_labels
+
+    row = {"run": run, "size": size, "N": 1000, "D": 500, "milestone": 500, "training_precision": "-",
+           "diverged": True, "diverged_reason": "training loss is nan at step 3 (96 tokens)"}  # fmt: skip
+    variant = {"precision": precision, "format": "" if precision == study.FULL else study.INT,
+               "quantizer": "" if precision == study.FULL else study.ABSMAX, "lr_scale": 1.0, "G": G,
+               "granularity": "" if precision == study.FULL else "group", "seed": seed}  # fmt: skip
+    return with_labels(pd.DataFrame([row]), [variant])
+
+
+def test_points_lost_to_a_diverged_run_stay_in_the_table_marked_and_out_of_the_fits():
+    base = np.array([4.0, 5.0, 6.0, 3.0])
+    rows = pd.concat(
+        [
+            window_rows("fp", study.FULL, 0, base),
+            window_rows("q8", "W4A4", 8, base + 0.1),
+            diverged_row("q4", "W4A4", 4),  # this QAT run diverged
+            diverged_row("fp2", study.FULL, 0, size="N2"),  # the partner of q-N2 diverged
+            window_rows("q-N2", "W4A4", 8, base + 0.2, size="N2"),
+        ],
+        ignore_index=True,
+    )
+    table = study.build_table(rows, {}).set_index("run")
+    assert table.loc["q8", "delta"] == pytest.approx(0.1) and not table.loc["q8", "diverged"]
+    assert table.loc["q4", "diverged"] and np.isnan(table.loc["q4", "delta"])
+    assert table.loc["q-N2", "diverged"] and table.loc["q-N2", "diverged_reason"] == (
+        "its full-precision partner fp2 diverged"
+    )
+    table = table.reset_index()
+    assert list(study.grid_rows(table, SETTINGS, "W4A4")["run"]) == ["q8"]
+
+
+def test_only_the_main_grid_enters_the_laws_fp4_learnable_and_lr_scaled_points_do_not():
+    table = synthetic_table()
+    variants = pd.concat(
+        [table.assign(format=study.FP), table.assign(quantizer="lsq"), table.assign(lr_scale=2.0)],
+        ignore_index=True,
+    ).assign(delta=1.0)
+    both = pd.concat([table, variants], ignore_index=True)
+    assert study.grid_rows(both, SETTINGS, "W4A4").equals(study.grid_rows(table, SETTINGS, "W4A4"))
+
+
+def test_a_cell_varies_the_format_quantizer_and_lr_with_each_partner_at_the_same_lr(default_config):
+    config = copy.deepcopy(default_config)
+    config["studies"]["chen2025"]["cells"] = [
+        {"precisions": ["W4A4"], "sizes": ["N21k"], "groups": [8], "format": "fp", "budgets": [500000]},
+        {"precisions": ["W4A16"], "sizes": ["N21k"], "groups": [8], "quantizers": ["lsq"], "budgets": [500000]},
+        {"precisions": ["W4A4"], "sizes": ["N21k"], "groups": [8], "lr_scales": [2], "budgets": [500000]},
+    ]
+    study.check_config(config)
+    planner = Planner(config, "data")
+    evaluations = study.plan(config, planner)
+    specs = {e.run: planner.runs[e.run].spec for e in evaluations}
+    by_label = {(dict(e.labels[0])["precision"], dict(e.labels[0])["format"], dict(e.labels[0])["quantizer"],
+                 dict(e.labels[0])["lr_scale"]): specs[e.run] for e in evaluations if e.tokens == 500000}  # fmt: skip
+    fp4 = by_label[("W4A4", "fp", "absmax", 1.0)].training_precision
+    assert fp4["weights"] == "fp:e2m1:b8" and fp4["activations"] == "fp:e2m1:b8"
+    assert by_label[("W4A16", "int", "lsq", 1.0)].training_precision["quantizer"] == {"weights": "lsq"}
+    scaled, partner = by_label[("W4A4", "int", "absmax", 2.0)], by_label[(study.FULL, "", "", 2.0)]
+    recipe = by_label[(study.FULL, "", "", 1.0)]
+    assert scaled.lr == partner.lr == pytest.approx(2 * recipe.lr, rel=1e-2)
+
+
+@pytest.mark.parametrize(
+    ("cell", "message"),
+    [
+        ({"quantizers": ["lsq"], "precisions": ["W16A4"]}, "lsq learns an INT weights quantizer"),
+        ({"quantizers": ["lac"], "format": "fp"}, "lac learns an INT activations quantizer"),
+        ({"quantizers": ["pact"]}, "unknown quantizer 'pact'"),
+        ({"budgets": [123]}, "cells.0.budgets: not all of them are in studies.chen2025.budgets"),
+    ],
+)
+def test_bad_ablation_cells_name_their_config_key(default_config, cell, message):
+    config = copy.deepcopy(default_config)
+    config["studies"]["chen2025"]["cells"] = [{"precisions": ["W4A4"], "sizes": ["N21k"], "groups": [8], **cell}]
+    with pytest.raises(ConfigError, match=message):
+        study.check_config(config)
+
+
 SETTINGS = {
     "cells": [{"precisions": ["W4A4"], "sizes": [], "groups": []}],
     "seeds": {"size": "N1", "budget": 500, "precision": "W4A4", "group": 8, "extra": [1, 2]},
     "bootstrap": 40,
     "training": {"seed": 0},
 }
+MAIN_GRID = {"format": study.INT, "quantizer": study.ABSMAX, "lr_scale": 1.0, "diverged": False}  # the law's rows
 TRUE = {"k": 0.5, "gamma_N": 0.3, "gamma_D": 0.1, "gamma_G": 0.8}
 
 
@@ -123,7 +210,7 @@ def synthetic_table(params=TRUE, noise=0.0):
                 delta = float(law.qat_error(params, {"N": N, "D": D, "G": G})) * (1 + noise * rng.standard_normal())
                 rows.append({"size": f"N{N:g}", "N": N, "D": D, "budget": D, "G": G, "seed": 0, "precision": "W4A4",
                              "granularity": "group", "run": f"q{N}-{D}-{G}", "delta": delta, "delta_se": 1e-4})  # fmt: skip
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows).assign(**MAIN_GRID)
 
 
 def test_the_qat_law_is_recovered_from_synthetic_errors():
@@ -207,7 +294,7 @@ def ratio_table(slope, seed_deltas, activation_scale=1.0):
                 rows.append({"size": f"N{N:g}", "N": N, "D": D, "budget": D, "G": 8, "seed": 0, "precision": precision,
                              "granularity": "group", "run": f"{precision}{N}-{D}", "delta": delta,
                              "delta_se": 1e-4})  # fmt: skip
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows).assign(**MAIN_GRID)
 
 
 def test_the_activation_to_weight_ratio_and_its_trend_over_tokens_per_parameter_are_recovered():

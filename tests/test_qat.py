@@ -15,8 +15,10 @@ from qscaling.quant.qat import (
     apply_training_precision,
     canonical_training_precision,
     clamp_mask,
+    clamp_mask_by_codes,
     drop_weight_quantizers,
     fake_quantize_ste,
+    never_clamps_finite,
     quantize_trained_linear_inputs,
     run_precision_label,
     training_precision_label,
@@ -52,6 +54,35 @@ def test_absmax_scaling_never_clamps():
     x = torch.randn(16, 96)
     for spec in ("int4:g32", "int8:channel", "int3:tensor", "fp:e4m3:b32", "fp:e2m1:channel", "int4:g32:asym"):
         assert clamp_mask(x, spec).all(), spec
+
+
+def awkward_values(rows: int, cols: int, seed: int) -> torch.Tensor:
+    """Normal values with subnormals, exact zeros, ±inf, NaN and all-zero rows: every case a mask must get right."""
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.randn(rows, cols, generator=generator) * torch.logspace(-40, 30, cols, base=2.0)
+    x[0] = 0.0
+    x[1, ::7] = 1e-42  # subnormal
+    x[2, 3], x[3, 5], x[4, 1] = float("inf"), float("-inf"), float("nan")
+    x[5] *= 1e-39  # a row whose absmax scale falls below the smallest normal
+    return x
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["int4:g8", "int4:channel", "int4:token", "int2:g4", "int8:tensor", "int3:g16:mulinv", "int4:g8:nearest-away"],
+)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_mask_of_a_quantizer_that_never_clamps_a_finite_value_equals_the_mask_from_its_codes(text, dtype):
+    spec = parse_spec(text)
+    assert never_clamps_finite(spec)
+    for seed in range(3):
+        x = awkward_values(24, 64, seed).to(dtype)
+        assert torch.equal(clamp_mask(x, spec), clamp_mask_by_codes(x, spec)), (text, seed)
+
+
+def test_quantizers_that_can_clamp_keep_the_mask_from_their_codes():
+    for text in ("int4:tensor:gptq", "int4:g8:asym", "int4:g8:stochastic", "fp:e2m1:b8"):
+        assert not never_clamps_finite(parse_spec(text)), text
 
 
 def _linear_inputs(bias: bool):

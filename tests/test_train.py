@@ -14,7 +14,7 @@ from safetensors.torch import load_file
 
 import qscaling.train as train_module
 from qscaling.model import ModelShape, build_model
-from qscaling.train import NonFiniteLoss, RunSpec, compute_loss, lr_at, milestone_name, train
+from qscaling.train import RunSpec, compute_loss, lr_at, milestone_name, train
 
 SHAPE = ModelShape(d_model=32, n_layers=2, n_heads=2, d_ff=64, vocab_size=64, seq_len=32)
 
@@ -140,23 +140,39 @@ def test_kill_and_resume_gives_bit_identical_weights(tmp_path, token_files):
     )
 
 
-def test_non_finite_loss_stops_the_run_and_records_it(tmp_path, token_files, monkeypatch):
+def poison_loss_at_call(monkeypatch, call: int) -> None:
     real_loss = train_module.compute_loss
     calls = {"n": 0}
 
     def poisoned(model, batch):
         calls["n"] += 1
         loss = real_loss(model, batch)
-        return loss * float("nan") if calls["n"] == 6 else loss
+        return loss * float("nan") if calls["n"] == call else loss
 
     monkeypatch.setattr(train_module, "compute_loss", poisoned)
+
+
+def test_a_non_finite_loss_stops_the_run_and_records_it_as_diverged(tmp_path, token_files, monkeypatch):
+    poison_loss_at_call(monkeypatch, 6)
     spec = tiny_spec()
-    with pytest.raises(NonFiniteLoss, match=r"loss is nan at step 5 \(1280 tokens\)"):
-        train(spec, tmp_path, token_files["train"], milestones=[2560, spec.total_tokens], progress=False)
-    record = json.loads((tmp_path / "failure.json").read_text())
-    assert record["step"] == 5 and record["tokens_seen"] == 1280 and record["run_id"] == spec.run_id
-    assert not (tmp_path / "run.json").exists()
-    assert not any((tmp_path / "checkpoints").iterdir())
+    summary = train(spec, tmp_path, token_files["train"], milestones=[1024, 2560, spec.total_tokens], progress=False)
+    recorded = json.loads((tmp_path / "run.json").read_text())
+    assert recorded == summary and summary["run_id"] == spec.run_id
+    assert summary["diverged"]["step"] == 5 and summary["diverged"]["tokens_seen"] == 1280
+    assert summary["diverged"]["reason"] == "training loss is nan at step 5 (1280 tokens)"
+    # The checkpoint written before the divergence stays; none after it is claimed.
+    assert summary["checkpoints"] == {"1024": f"checkpoints/{milestone_name(1024)}"}
+    assert [path.name for path in (tmp_path / "checkpoints").iterdir()] == [milestone_name(1024)]
+
+
+def test_a_branch_of_a_trunk_that_diverged_before_its_start_is_recorded_as_diverged(tmp_path, token_files, monkeypatch):
+    poison_loss_at_call(monkeypatch, 6)
+    trunk = tiny_spec(schedule="wsd")
+    train(trunk, tmp_path / "trunk", token_files["train"], branch_points=[20_480], progress=False)
+    branch = tiny_spec(schedule="wsd", cooldown={"trunk": trunk.run_id, "start_tokens": 20_480})
+    summary = train(branch, tmp_path / "branch", token_files["train"], trunk_dir=tmp_path / "trunk", progress=False)
+    assert summary["diverged"]["trunk"] == trunk.run_id and summary["checkpoints"] == {}
+    assert summary["diverged"]["reason"].startswith(f"its trunk {trunk.run_id} diverged: training loss is nan")
 
 
 def test_wsd_cooldown_branch_starts_from_the_trunk_state(tmp_path, token_files):

@@ -4,7 +4,8 @@
 corrupted or swapped weights file is caught on load. Writes go to a temporary directory renamed into place.
 
 A run that trained with a `training_precision` (fake-quantized Linears, `qscaling.quant.qat`) saves its latent
-weights; loading re-applies the run's fake quantizers, so a checkpoint is scored as it trained.
+weights and its learned quantizers' parameters; loading re-applies the run's fake quantizers and restores those
+parameters, so a checkpoint is scored as it trained.
 """
 
 import json
@@ -55,7 +56,8 @@ def apply_run_precision(model, metadata: dict, path) -> None:
     """Re-apply the fake quantizers of the run's `training_precision` to a loaded model (in place).
 
     Linears whose weights `qscaling quantize` has since post-quantized get no training-time weight quantizer: the
-    PTQ replaced it. Autocast runs computed natively in bf16/fp16 and are left as they are.
+    PTQ replaced it. Learned quantizers get their trained parameters back from the weights file. Autocast runs
+    computed natively in bf16/fp16 and are left as they are.
     """
     from qscaling.quant.ptq import QUANTIZATION_KEY
     from qscaling.quant.qat import apply_training_precision, drop_weight_quantizers
@@ -71,6 +73,39 @@ def apply_run_precision(model, metadata: dict, path) -> None:
     if QUANTIZATION_KEY in metadata:
         post_quantized = metadata[QUANTIZATION_KEY]["roles"]
         drop_weight_quantizers(site.module for site in linear_sites(model) if site.role in post_quantized)
+    restore_quantizer_parameters(model, path)
+
+
+def restore_quantizer_parameters(model, path) -> None:
+    """Copy the learned quantizers' steps and clipping logits from the checkpoint's weights file into `model`.
+
+    `from_pretrained` drops them (a plain model has no such keys), and re-applying the precision initialises them
+    afresh; this puts the trained values back.
+    """
+    import torch
+    from safetensors import safe_open
+
+    from qscaling.quant.learnable import is_quantizer_parameter
+
+    learned = {name: parameter for name, parameter in model.named_parameters() if is_quantizer_parameter(name)}
+    if not learned:
+        return
+    with safe_open(Path(path) / WEIGHTS_FILE, framework="pt") as weights:
+        stored = set(weights.keys())
+        for name, parameter in learned.items():
+            if name not in stored:
+                raise ValueError(
+                    f"checkpoint {path}: {WEIGHTS_FILE} has no {name!r}, a learned quantizer parameter its "
+                    "training precision needs"
+                )
+            value = weights.get_tensor(name)
+            if value.shape != parameter.shape:
+                raise ValueError(
+                    f"checkpoint {path}: {WEIGHTS_FILE} holds {name!r} with shape {list(value.shape)}, its training "
+                    f"precision needs {list(parameter.shape)}"
+                )
+            with torch.no_grad():
+                parameter.copy_(value)
 
 
 def load_checkpoint(path: str | os.PathLike, *, dtype=None, as_trained: bool = True):

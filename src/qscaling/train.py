@@ -8,6 +8,12 @@ saved model, optimizer and RNG state — written atomically every `state_every_s
 Schedules (`schedule`): "cosine" — linear warmup then cosine to `min_lr_ratio`·lr at `total_tokens`;
 "wsd" — warmup then constant (the stable trunk); a cooldown branch (`cooldown`) resumes from the trunk's state at
 `cooldown.start_tokens` and decays linearly to `min_lr_ratio`·lr at `total_tokens` (Hägele et al. 2024).
+
+Divergence: a run whose training loss turns non-finite stops there and is *recorded* as diverged — its
+`run.json` carries a `diverged` record (step, tokens, loss, LR) and only the checkpoints saved before it — so one
+diverged QAT run leaves the rest of a grid running. A cooldown branch whose trunk diverged before the branch
+point is recorded as diverged too. Scoring a diverged run's missing checkpoint gives rows marked `diverged`
+(`qscaling.studies.diverged_rows`), and each study states how it leaves them out of its fits.
 """
 
 import json
@@ -133,9 +139,13 @@ def training_step(model, optimizer, scaler, batch: torch.Tensor, spec: RunSpec) 
 
 
 def make_optimizer(model, spec: RunSpec) -> torch.optim.AdamW:
-    # Weight decay on matrices only (not norm gains), as in nanoGPT and OLMo.
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    from qscaling.quant.learnable import is_quantizer_parameter
+
+    # Weight decay on matrices only (not norm gains), as in nanoGPT and OLMo; nor on learned quantizer steps and
+    # clipping logits, which decay would pull towards a zero step / half the absmax range.
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        (decay if p.dim() >= 2 and not is_quantizer_parameter(name) else no_decay).append(p)
     groups = [{"params": decay, "weight_decay": spec.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
     return torch.optim.AdamW(groups, lr=spec.lr, betas=spec.betas, eps=spec.eps, fused=True)
 
@@ -238,9 +248,11 @@ def train(
     if state is None and spec.cooldown is not None:
         if trunk_dir is None:
             raise ValueError(f"run {spec.run_id}: a cooldown branch needs its trunk's directory")
-        state = load_state(
-            Path(trunk_dir) / "branches" / f"{milestone_name(spec.cooldown['start_tokens'])}.pt", spec.cooldown["trunk"]
-        )
+        branch_state = Path(trunk_dir) / "branches" / f"{milestone_name(spec.cooldown['start_tokens'])}.pt"
+        trunk_divergence = _trunk_divergence(Path(trunk_dir), branch_state)
+        if trunk_divergence is not None:
+            return _record_divergence(run_dir, spec, trunk_divergence, saved={}, before_step=0)
+        state = load_state(branch_state, spec.cooldown["trunk"])
     if state is not None:
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
@@ -271,19 +283,15 @@ def train(
         try:
             loss = training_step(model, optimizer, scaler, batch_at(tokens, spec, step).to(device), spec)
         except NonFiniteLoss as error:
-            record = {
-                "run_id": spec.run_id,
+            bar.close()
+            diverged = {
                 "step": step,
                 "tokens_seen": tokens_after(step),
                 "loss": str(error),
                 "lr": lr,
-                "reason": "non-finite training loss",
+                "reason": f"training loss is {error} at step {step} ({tokens_after(step)} tokens)",
             }
-            write_json_atomic(run_dir / "failure.json", record)
-            raise NonFiniteLoss(
-                f"run {spec.run_id}: loss is {error} at step {step} "
-                f"({tokens_after(step)} tokens); recorded in {run_dir / 'failure.json'}"
-            ) from None
+            return _record_divergence(run_dir, spec, diverged, saved=milestone_steps, before_step=step)
         step += 1
         losses.append(loss)
         bar.update(1)
@@ -325,6 +333,36 @@ def train(
     return summary
 
 
+def _record_divergence(run_dir: Path, spec: RunSpec, diverged: dict, *, saved: dict, before_step: int) -> dict:
+    """Write the run.json of a run that diverged: its `diverged` record and the checkpoints saved before it."""
+    logging.getLogger(__name__).warning("run %s diverged: %s", spec.run_id, diverged["reason"])
+    summary = {
+        "run_id": spec.run_id,
+        "spec": spec.to_dict(),
+        "steps": diverged.get("step", 0),
+        "tokens_seen": diverged.get("tokens_seen", 0),
+        "final_train_loss": None,
+        "diverged": diverged,
+        "checkpoints": {
+            str(m): f"checkpoints/{milestone_name(m)}" for s, ms in saved.items() if s <= before_step for m in ms
+        },
+        "train_loss_curve": [],
+    }
+    write_json_atomic(run_dir / "run.json", summary)
+    return summary
+
+
+def _trunk_divergence(trunk_dir: Path, branch_state: Path) -> dict | None:
+    """A branch's divergence record when its trunk diverged before writing the branch's starting state."""
+    summary_path = trunk_dir / "run.json"
+    if branch_state.is_file() or not summary_path.is_file():
+        return None
+    trunk = json.loads(summary_path.read_text())
+    if "diverged" not in trunk:
+        return None
+    return {"trunk": trunk["run_id"], "reason": f"its trunk {trunk['run_id']} diverged: {trunk['diverged']['reason']}"}
+
+
 def add_arguments(parser) -> None:
     parser.add_argument("spec", help="run spec YAML (keys of qscaling.train.RunSpec)")
     parser.add_argument("--data", required=True, help="training token shard (train.bin)")
@@ -342,5 +380,9 @@ def run(args) -> int:
     summary = train(
         spec, args.out, args.data, milestones=milestones, device=args.device, state_every_steps=args.state_every
     )
-    print(json.dumps({k: summary[k] for k in ("run_id", "steps", "tokens_seen", "final_train_loss")}))
-    return 0
+    print(
+        json.dumps(
+            {k: summary[k] for k in ("run_id", "steps", "tokens_seen", "final_train_loss", "diverged") if k in summary}
+        )
+    )
+    return 1 if "diverged" in summary else 0

@@ -6,8 +6,9 @@ import pandas as pd
 
 from qscaling.evaluate import write_table
 from qscaling.provenance import job_context
+from qscaling.studies import build_study_table
 
 with job_context(snakemake):
     study = importlib.import_module(snakemake.params.module)
     rows = pd.concat([pd.read_parquet(path) for path in snakemake.input.rows], ignore_index=True)
-    write_table(study.build_table(rows, snakemake.params.settings), snakemake.output.table)
+    write_table(build_study_table(study, rows, snakemake.params.settings), snakemake.output.table)

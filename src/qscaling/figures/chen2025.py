@@ -55,10 +55,20 @@ STUDY_TABLES = {"evals": "chen2025"}
 NOISE_NOTE = "error bars: ± 2 s.e. of δ over held-out windows (between-run seed noise is larger: see claims)"
 
 
-def _recipe_rows(tables, precision):
+def _trained_rows(tables, precision):
+    """Every point of `precision` at the recipe seed that trained, whatever its format, quantizer or LR."""
     table = tables["evals"]
-    seed = table["seed"].min()
-    return table[(table["precision"] == precision) & (table["seed"] == seed)]
+    return table[(table["precision"] == precision) & (table["seed"] == table["seed"].min()) & ~table["diverged"]]
+
+
+def _recipe_rows(tables, precision):
+    """The law's points of `precision`: INT4, absmax, the recipe's LR and seed."""
+    rows = _trained_rows(tables, precision)
+    return rows[study.main_grid(rows)]
+
+
+def _no_points(ax, text):
+    ax.text(0.5, 0.5, text, ha="center", va="center", fontsize=7, transform=ax.transAxes)
 
 
 def _interval_text(fit, name) -> str:
@@ -244,7 +254,7 @@ def fig9(tables, fits):
     left, right = axes[0]
     roles = ["qkv", "o", "fc1", "fc2"]
     for offset, (precision, colour) in enumerate((("full", "0.4"), ("W4A4", "C0"))):
-        rows = stats[stats["precision"] == precision]
+        rows = stats[(stats["precision"] == precision) & study.main_grid(stats)]
         medians = rows.groupby("role")["kurtosis"].median().reindex(roles)
         left.bar(np.arange(len(roles)) + 0.4 * offset - 0.2, medians, width=0.4, color=colour,
                  label="fp32" if precision == "full" else "W4A4 QAT")  # fmt: skip
@@ -363,4 +373,126 @@ def fig8(tables, fits):
         f"This run's models at the recipe seed; hollow: a δ within 2 σ_seed = {sigma:.2g} of 0, where R is noise. "
         "Paper: R 1.67 → 1.20 (D/N 100 → 1000), 0.85–1.10 with FC2 8-bit.",
     )
+    return fig
+
+
+def _at_point(rows, point, columns=("N", "D", "G")):
+    return rows[np.logical_and.reduce([rows[column] == point[column] for column in columns])]
+
+
+@figure(tables=STUDY_TABLES)
+def fig2(tables, fits):
+    """δ_W4A4 of INT4 and FP4 (E2M1) QAT against the group size, at each (N, D) where FP4 trained."""
+    rows = _trained_rows(tables, "W4A4")
+    rows = rows[(rows["quantizer"] == study.ABSMAX) & (rows["lr_scale"] == 1.0)]
+    fp4 = rows[rows["format"] == study.FP]
+    points = fp4[["N", "D"]].drop_duplicates().sort_values(["N", "D"]).to_dict("records") or [None]
+    fig, axes = new_figure(len(points), 1, width=3.2, height=3.0)
+    for ax, point in zip(axes[0], points):
+        if point is None:
+            _no_points(ax, "no FP4 point in this run's grid")
+            continue
+        here = _at_point(rows, point, ("N", "D"))
+        here = here[here["G"].isin(fp4["G"])]
+        for (format, label), offset in zip(((study.INT, "INT4"), (study.FP, "FP4 E2M1")), (0.97, 1.03)):
+            chosen = here[here["format"] == format].sort_values("G")
+            ax.errorbar(chosen["G"] * offset, chosen["delta"], yerr=2 * chosen["delta_se"], marker="o", ms=4,
+                        capsize=2, label=label)  # fmt: skip
+        ax.axhline(0, color="0.6", lw=0.6)
+        ax.set(xscale="log", xlabel="G (group size; per channel/token at d_model)", ylabel="δ_W4A4 (nats/token)",
+               title=f"N = {compact_number(point['N'])}, D = {compact_number(point['D'])}")  # fmt: skip
+        ax.ticklabel_format(axis="y", style="sci", scilimits=(-2, 2))
+        ax.legend(fontsize=6)
+    add_footer(fig, f"This run's W4A4 QAT models (absmax scaling, blocks of G) − their fp32 partners; {NOISE_NOTE}. "
+               "The paper gives this as a figure only.")  # fmt: skip
+    return fig
+
+
+@figure(tables=STUDY_TABLES, fits="chen2025/qat")
+def fig13(tables, fits):
+    """FP4 (E2M1) QAT error against the prediction of this run's INT4 W4A4 law at the same (N, D, G)."""
+    fit = fits.get("qat")
+    rows = _trained_rows(tables, "W4A4")
+    fp4 = rows[(rows["format"] == study.FP) & (rows["quantizer"] == study.ABSMAX) & (rows["lr_scale"] == 1.0)]
+    fig, axes = new_figure(1, 1, width=3.6, height=3.4)
+    ax = axes[0][0]
+    if fit is None or fp4.empty:
+        _no_points(ax, "no INT4 W4A4 fit" if fit is None else "no FP4 point in this run's grid")
+        return fig
+    int4 = _recipe_rows(tables, "W4A4")
+    int4 = int4[int4["delta"] > 0]
+    for frame, label, colour in ((int4, "INT4 (the fit's points)", "0.6"), (fp4, "FP4 E2M1", "C1")):
+        predicted = np.asarray(fit.predict(frame), float)
+        ax.errorbar(predicted, frame["delta"], yerr=2 * frame["delta_se"], fmt="o", ms=4, color=colour, label=label)
+    predicted = np.asarray(fit.predict(fp4), float)
+    error = float(np.mean(np.abs(predicted - fp4["delta"]) / np.abs(fp4["delta"])))
+    values = np.concatenate([predicted, fp4["delta"].to_numpy(float), np.asarray(fit.predict(int4), float)])
+    ends = np.array([min(values.min(), 0.0), values.max()]) * 1.1
+    ax.plot(ends, ends, ":", color="k", lw=1, label="y = x")
+    ax.set(xlabel="δ predicted by this run's INT4 law", ylabel="measured δ (nats/token)",
+           title=f"INT4 law on FP4: mean |error| {error:.0%}")  # fmt: skip
+    ax.legend(fontsize=6)
+    add_footer(fig, f"The INT4 W4A4 law fitted on this run's INT4 points, evaluated at each FP4 point's (N, D, G); "
+               f"{NOISE_NOTE}.")  # fmt: skip
+    return fig
+
+
+@figure(tables=STUDY_TABLES)
+def fig3(tables, fits):
+    """δ_W4A4 and both models' losses against the peak LR (each QAT run and its fp32 partner at the same LR)."""
+    rows = _trained_rows(tables, "W4A4")
+    rows = rows[(rows["format"] == study.INT) & (rows["quantizer"] == study.ABSMAX)]
+    swept = rows[rows["lr_scale"] != 1.0]
+    fig, axes = new_figure(2, 1, width=3.2, height=3.0)
+    left, right = axes[0]
+    if swept.empty:
+        _no_points(left, "no LR sweep in this run's grid")
+        return fig
+    point = swept.iloc[0]
+    sweep = _at_point(rows, point).sort_values("lr_scale")
+    left.errorbar(sweep["lr_scale"], sweep["delta"], yerr=2 * sweep["delta_se"], marker="o", ms=4, capsize=2)
+    left.axhline(0, color="0.6", lw=0.6)
+    left.set(xscale="log", xlabel="peak LR / the recipe's", ylabel="δ_W4A4 (nats/token)", title="QAT error")
+    left.ticklabel_format(axis="y", style="sci", scilimits=(-2, 2))
+    right.plot(sweep["lr_scale"], sweep["loss"], marker="o", ms=4, label="W4A4 QAT")
+    right.plot(sweep["lr_scale"], sweep["base_loss"], marker="s", ms=4, label="fp32")
+    right.set(xscale="log", xlabel="peak LR / the recipe's", ylabel="held-out loss (nats/token)", title="losses")
+    right.legend(fontsize=6)
+    fig.tight_layout()
+    where = f"N = {compact_number(point['N'])}, D = {compact_number(point['D'])}, G = {point['G']:g}"
+    add_footer(fig, f"This run's W4A4 QAT models and fp32 partners trained at each peak LR ({where}); {NOISE_NOTE}. "
+               "The paper gives this as a figure only.")  # fmt: skip
+    return fig
+
+
+def _group_text(point) -> str:
+    return f"per channel (G = {point['G']:g})" if point["granularity"] == study.CHANNEL else f"G = {point['G']:g}"
+
+
+QUANTIZER_NAMES = {"absmax": "absmax", "lsq": "LSQ", "lwc": "LWC", "lac": "LAC"}
+
+
+@figure(tables=STUDY_TABLES)
+def fig14(tables, fits):
+    """δ of each learnable quantizer beside absmax at the same point: LSQ / LWC weights, LAC activation clipping."""
+    table = tables["evals"]
+    rows = table[(table["seed"] == table["seed"].min()) & ~table["diverged"] & (table["format"] == study.INT)]
+    rows = rows[rows["lr_scale"] == 1.0]
+    learned = rows[rows["quantizer"] != study.ABSMAX]
+    panels = learned[["precision", "N", "D", "G", "granularity"]].drop_duplicates().to_dict("records") or [None]
+    fig, axes = new_figure(len(panels), 1, width=2.8, height=3.0)
+    for ax, panel in zip(axes[0], panels):
+        if panel is None:
+            _no_points(ax, "no learnable quantizer in this run's grid")
+            continue
+        bars = _at_point(rows[rows["precision"] == panel["precision"]], panel)
+        bars = bars.set_index("quantizer").reindex([name for name in QUANTIZER_NAMES if name in set(bars["quantizer"])])
+        ax.bar(range(len(bars)), bars["delta"], yerr=2 * bars["delta_se"], color="C0", capsize=3)
+        ax.set_xticks(range(len(bars)), [QUANTIZER_NAMES[name] for name in bars.index])
+        ax.axhline(0, color="0.6", lw=0.6)
+        ax.set(ylabel="δ (nats/token)" if panel is panels[0] else "",
+               title=f"{panel['precision']}, N = {compact_number(panel['N'])}, {_group_text(panel)}")  # fmt: skip
+        ax.ticklabel_format(axis="y", style="sci", scilimits=(-2, 2))
+    add_footer(fig, f"This run's QAT models − their fp32 partners, each quantizer trained from scratch; {NOISE_NOTE}. "
+               "The paper gives this as a figure only.")  # fmt: skip
     return fig

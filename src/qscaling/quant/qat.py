@@ -12,6 +12,9 @@ A training precision is a dict (the run spec's `training_precision`); every fiel
     exclude                    roles left in full precision (default ["lm_head"])
     overrides                  {role: {field: spec or null}}, e.g. Chen et al.'s FC2 input at 8 bits:
                                {"fc2": {"activations": "int8:g128"}}
+    quantizer                  {weights: absmax|lsq|lwc, activations: absmax|lac}, both "absmax" by default:
+                               how the scale of a symmetric INT weight / activation spec is found — its absmax,
+                               or learned (`qscaling.quant.learnable`; Chen et al. 2025's Fig. 14 ablation)
 
 Each tensor field is a quantization spec string (`int4:g128`, `fp:e4m3:b32`, ...) or null. Without backward
 fields this is forward-only QAT with a straight-through estimator: the backward GEMMs use the tensors the
@@ -19,10 +22,13 @@ forward used (dX = dY·Q(W), dW = dYᵀ·Q(X)), exactly as autograd through fake
 instead re-quantizes the full-precision tensor with its own spec for that GEMM, as Sun et al. do.
 KV: the k and v output channels of the projections are fake-quantized (with the same STE) before RoPE and
 attention; for GPT-NeoX's fused QKV only its k and v channels are.
+A learned quantizer's parameters (`weight_step`, `weight_clip_logit`, `input_clip_logit`) are registered on each
+Linear it quantizes, so the optimizer trains them and the model's state dict carries them.
 
-Checkpoints keep the latent (full-precision) weights; `qscaling.checkpoint.load_checkpoint` re-applies the run's
-precision, so a model is evaluated as it trained. Post-training quantization (`qscaling.quant.ptq`) replaces a
-Linear's weight quantizer (`drop_weight_quantizers`) and keeps its activation and KV quantizers.
+Checkpoints keep the latent (full-precision) weights and the learned quantizers' parameters;
+`qscaling.checkpoint.load_checkpoint` re-applies the run's precision, so a model is evaluated as it trained.
+Post-training quantization (`qscaling.quant.ptq`) replaces a Linear's weight quantizer (`drop_weight_quantizers`)
+and keeps its activation and KV quantizers.
 """
 
 from dataclasses import dataclass, replace
@@ -32,6 +38,13 @@ from torch import nn
 from torch.nn import functional as F
 
 from qscaling.quant import choose_qparams, code_range, parse_spec, quantize
+from qscaling.quant.learnable import (
+    ACTIVATION_QUANTIZERS,
+    PARAMETER_NAMES,
+    WEIGHT_QUANTIZERS,
+    initial_parameter,
+    learned_fake_quantize,
+)
 from qscaling.quant.roles import ROLES, linear_sites, model_layout
 from qscaling.quant.rounding import round_signed, uniform_like
 from qscaling.quant.w8a8 import fake_quantize_inputs
@@ -46,7 +59,12 @@ TENSOR_FIELDS = (
 )
 STE_MODES = ("clipped", "identity")
 DEFAULT_EXCLUDE = ("lm_head",)
-FIELDS = (*TENSOR_FIELDS, "ste", "exclude", "overrides")
+QUANTIZERS = {"weights": WEIGHT_QUANTIZERS, "activations": ACTIVATION_QUANTIZERS}
+# The LinearPrecision field naming each tensor's quantizer.
+QUANTIZER_ATTRIBUTES = {"weights": "weight_quantizer", "activations": "activation_quantizer"}
+# The backward field that would re-quantize the latent tensor a learned quantizer stands for.
+LATENT_REQUANTIZED = {"weights": "backward_weight", "activations": "backward_activation"}
+FIELDS = (*TENSOR_FIELDS, "ste", "exclude", "overrides", "quantizer")
 
 
 def _canonical_spec(value, where: str) -> str | None:
@@ -60,10 +78,53 @@ def _canonical_spec(value, where: str) -> str | None:
         raise ValueError(f"training_precision.{where}: {error}") from error
 
 
+def _is_symmetric_int(spec: str | None) -> bool:
+    return spec is not None and parse_spec(spec).kind == "int" and parse_spec(spec).symmetric
+
+
+def _canonical_quantizer(quantizer, canonical: dict) -> dict:
+    """{weights, activations} -> quantizer name, checked against the canonical tensor fields it learns a scale for."""
+    if not isinstance(quantizer, dict):
+        raise TypeError(
+            f"training_precision.quantizer: expected a mapping {{weights: ..., activations: ...}}, "
+            f"got {type(quantizer).__name__}"
+        )
+    unknown = sorted(set(quantizer) - set(QUANTIZERS))
+    if unknown:
+        raise ValueError(f"training_precision.quantizer: unknown field(s) {unknown}, valid: {', '.join(QUANTIZERS)}")
+    chosen = {}
+    for field, valid in QUANTIZERS.items():
+        name = chosen[field] = quantizer.get(field, "absmax")
+        where = f"training_precision.quantizer.{field}"
+        if name not in valid:
+            raise ValueError(f"{where}: got {name!r}, valid: {', '.join(valid)}")
+        if name == "absmax":
+            continue
+        if not _is_symmetric_int(canonical[field]):
+            raise ValueError(
+                f"{where}: {name!r} learns the scale of a symmetric INT spec, but training_precision.{field} is "
+                f"{canonical[field] or 'null'!r}; give it one (e.g. int4:g128) or use absmax"
+            )
+        for role, specs in canonical["overrides"].items():
+            if specs.get(field) is not None and not _is_symmetric_int(specs[field]):
+                raise ValueError(
+                    f"{where}: {name!r} learns the scale of a symmetric INT spec, but "
+                    f"training_precision.overrides.{role}.{field} is {specs[field]!r}"
+                )
+        backward = LATENT_REQUANTIZED[field]
+        if canonical[backward] is not None or any(specs.get(backward) for specs in canonical["overrides"].values()):
+            raise ValueError(
+                f"{where}: {name!r} does not combine with {backward}, which re-quantizes the latent tensor "
+                "(not the learned quantizer's output)"
+            )
+    return dict(sorted(chosen.items()))
+
+
 def canonical_training_precision(precision: dict | None) -> dict:
     """The validated precision with every default filled in and keys sorted: part of a run's identity.
 
-    None (full-precision training) gives the all-null precision, so both spellings hash alike.
+    None (full-precision training) gives the all-null precision, so both spellings hash alike. `quantizer` appears
+    only when a learned one is chosen, so every precision written before it existed keeps its run id.
     """
     precision = {} if precision is None else precision
     if not isinstance(precision, dict):
@@ -94,6 +155,9 @@ def canonical_training_precision(precision: dict | None) -> dict:
             field: _canonical_spec(value, f"overrides.{role}.{field}")
             for field, value in sorted(overrides[role].items())
         }
+    quantizer = _canonical_quantizer(precision.get("quantizer") or {}, canonical)
+    if set(quantizer.values()) != {"absmax"}:
+        canonical["quantizer"] = quantizer
     return dict(sorted(canonical.items()))
 
 
@@ -117,8 +181,9 @@ def training_precision_label(precision: dict | None, autocast: str | None = None
     """A short, stable name of how a run trained, for table rows and legends: "fp32", "autocast bf16", or the
     quantized tensors of its canonical precision joined by " · ", e.g. "W int4:g128 · A int4:g128".
 
-    Defaults are left out; anything else appears, so two precisions with one label train alike: non-default
-    exclusions ("exclude fc2"; "exclude none"), per-role overrides ("fc2(A int8:g128)") and "STE identity".
+    Defaults are left out; anything else appears, so two precisions with one label train alike: learned
+    quantizers ("W lsq", "A lac"), non-default exclusions ("exclude fc2"; "exclude none"), per-role overrides
+    ("fc2(A int8:g128)") and "STE identity".
     """
     canonical = canonical_training_precision(precision)
     parts = [] if autocast is None else [f"autocast {autocast}"]
@@ -128,6 +193,10 @@ def training_precision_label(precision: dict | None, autocast: str | None = None
     if not quantized and not any(any(specs.values()) for specs in overrides.values()):
         return " · ".join(parts) or "fp32"
     parts += _tensor_labels(quantized)
+    learned = canonical.get("quantizer", {})
+    parts += [
+        f"{FIELD_LABELS[field]} {learned[field]}" for field in QUANTIZERS if learned.get(field, "absmax") != "absmax"
+    ]
     parts += [f"{role}({', '.join(_tensor_labels(specs))})" for role, specs in overrides.items()]
     if canonical["exclude"] != list(DEFAULT_EXCLUDE):
         parts.append(f"exclude {','.join(canonical['exclude']) or 'none'}")
@@ -155,10 +224,27 @@ class LinearPrecision:
     backward_activation: object = None
     backward_grad_output: object = None
     clipped_ste: bool = True
+    weight_quantizer: str = "absmax"  # one of learnable.WEIGHT_QUANTIZERS
+    activation_quantizer: str = "absmax"  # one of learnable.ACTIVATION_QUANTIZERS
 
     @property
     def is_full_precision(self) -> bool:
         return all(getattr(self, field) is None for field in TENSOR_FIELDS)
+
+    @property
+    def has_learned_quantizer(self) -> bool:
+        return self.weight_quantizer != "absmax" or self.activation_quantizer != "absmax"
+
+    @property
+    def without_learned_quantizers(self) -> "LinearPrecision":
+        """What `QuantizedLinearFunction` still applies around the learned quantizers' outputs."""
+        return replace(
+            self,
+            weights=self.weights if self.weight_quantizer == "absmax" else None,
+            activations=self.activations if self.activation_quantizer == "absmax" else None,
+            weight_quantizer="absmax",
+            activation_quantizer="absmax",
+        )
 
 
 def _per_element(params: torch.Tensor, x: torch.Tensor, spec) -> torch.Tensor:
@@ -175,6 +261,22 @@ def clamp_mask(x: torch.Tensor, spec) -> torch.Tensor:
     FP: |x·S| rounds onto the format rather than past its maximum (it is below max + ½ ulp of the top binade).
     NaN elements pass nothing.
     """
+    spec = parse_spec(spec)
+    if never_clamps_finite(spec):
+        return torch.isfinite(x)
+    return clamp_mask_by_codes(x, spec)
+
+
+def never_clamps_finite(spec) -> bool:
+    """Whether `spec` maps every finite value inside its code range, so only non-finite elements are clamped:
+    symmetric absmax INT rounded to nearest. Its scale s = amax/(2^(b-1)−1), with amax over the group's finite
+    values and s at least the smallest normal float, keeps |x/s| within 2^(b-1)−1 plus a rounding error far
+    below ½, so round(x/s) never leaves [−2^(b-1), 2^(b-1)−1]; a NaN or ±inf element gives a NaN or ±inf code."""
+    return spec.kind == "int" and spec.symmetric and spec.int_scale == "absmax" and spec.rounding != "stochastic"
+
+
+def clamp_mask_by_codes(x: torch.Tensor, spec) -> torch.Tensor:
+    """`clamp_mask` computed from the codes themselves, for every spec."""
     spec = parse_spec(spec)
     params = choose_qparams(x, spec)
     x32 = x.detach().float()
@@ -263,7 +365,8 @@ class QuantizedLinearFunction(torch.autograd.Function):
 
 
 class QuantizedTrainingLinear(nn.Linear):
-    """An nn.Linear (same parameters and state-dict keys) that trains through `QuantizedLinearFunction`.
+    """An nn.Linear that trains through `QuantizedLinearFunction`: the same parameters and state-dict keys, plus
+    those of its learned quantizers (`learnable.PARAMETER_NAMES`).
 
     `kv_channels` lists the output channels fake-quantized at `precision.kv` (None entry: all outputs).
     """
@@ -272,16 +375,37 @@ class QuantizedTrainingLinear(nn.Linear):
     kv_channels: tuple = ()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if torch.is_grad_enabled():
-            y = QuantizedLinearFunction.apply(x, self.weight, self.bias, self.precision)
-        else:
+        if not torch.is_grad_enabled():
             # Evaluation: the same forward without the clamp masks the backward would need.
-            y = F.linear(_quantize_or_keep(x, self.precision.activations), self.quantized_weight(), self.bias)
+            y = F.linear(self.quantized_input(x), self.quantized_weight(), self.bias)
+        elif self.precision.has_learned_quantizer:
+            # A learned quantizer has its own backward (to its input and to its parameter), so it runs ahead of
+            # the GEMM, which applies the rest of the precision.
+            if self.precision.activation_quantizer != "absmax":
+                x = self.quantized_input(x)
+            weight = self.weight if self.precision.weight_quantizer == "absmax" else self.quantized_weight()
+            y = QuantizedLinearFunction.apply(x, weight, self.bias, self.precision.without_learned_quantizers)
+        else:
+            y = QuantizedLinearFunction.apply(x, self.weight, self.bias, self.precision)
         return self.quantize_kv(y)
+
+    def quantized_input(self, x: torch.Tensor) -> torch.Tensor:
+        """What the forward GEMM multiplies for input `x`: Q_a(x), or x where no activation spec is set."""
+        quantizer = self.precision.activation_quantizer
+        if quantizer == "absmax":
+            return _quantize_or_keep(x, self.precision.activations)
+        parameter = getattr(self, PARAMETER_NAMES[quantizer])
+        return learned_fake_quantize(x, quantizer, parameter, self.precision.activations, self.precision.clipped_ste)
 
     def quantized_weight(self) -> torch.Tensor:
         """The weight the forward GEMM multiplies: Q_w(W), or the latent W where no weight spec is set."""
-        return _quantize_or_keep(self.weight, self.precision.weights)
+        quantizer = self.precision.weight_quantizer
+        if quantizer == "absmax":
+            return _quantize_or_keep(self.weight, self.precision.weights)
+        parameter = getattr(self, PARAMETER_NAMES[quantizer])
+        return learned_fake_quantize(
+            self.weight, quantizer, parameter, self.precision.weights, self.precision.clipped_ste
+        )
 
     def quantize_kv(self, y: torch.Tensor) -> torch.Tensor:
         """The projection's output with its k/v channels fake-quantized at `precision.kv`."""
@@ -304,7 +428,13 @@ def linear_precision(canonical: dict, role: str) -> LinearPrecision:
     specs = {field: canonical[field] for field in TENSOR_FIELDS}
     specs.update(canonical["overrides"].get(role, {}))
     parsed = {field: None if value is None else parse_spec(value) for field, value in specs.items()}
-    return LinearPrecision(**parsed, clipped_ste=canonical["ste"] == "clipped")
+    # A role whose override leaves a tensor in full precision has no scale to learn for it.
+    learned = {
+        QUANTIZER_ATTRIBUTES[field]: name
+        for field, name in canonical.get("quantizer", {}).items()
+        if parsed[field] is not None
+    }
+    return LinearPrecision(**parsed, clipped_ste=canonical["ste"] == "clipped", **learned)
 
 
 def apply_training_precision(model: nn.Module, precision: dict | None) -> dict:
@@ -328,6 +458,11 @@ def apply_training_precision(model: nn.Module, precision: dict | None) -> dict:
         site.module.__class__ = QuantizedTrainingLinear
         site.module.precision = site_precision
         site.module.kv_channels = kv_outputs.get(within_block, ())
+        for field, attribute in QUANTIZER_ATTRIBUTES.items():
+            quantizer = getattr(site_precision, attribute)
+            if quantizer != "absmax":
+                parameter = initial_parameter(quantizer, site.module.weight, getattr(site_precision, field))
+                site.module.register_parameter(PARAMETER_NAMES[quantizer], parameter)
     return canonical
 
 
@@ -342,19 +477,22 @@ def gemm_input(module: nn.Module, x: torch.Tensor) -> torch.Tensor:
     """What a Linear's forward GEMM multiplies for input `x`: Q_a(x) for a quantized-training Linear, else x."""
     if not isinstance(module, QuantizedTrainingLinear):
         return x
-    return _quantize_or_keep(x, module.precision.activations)
+    return module.quantized_input(x)
 
 
 def drop_weight_quantizers(modules) -> None:
     """Stop fake-quantizing these Linears' weights (in place): a post-training quantization of the weights replaces
     the training-time weight quantizer, while activation and KV quantizers stay as the model trained with them.
 
-    A Linear left with no quantizer at all becomes a plain nn.Linear again.
+    A learned weight quantizer goes with its parameter; a Linear left with no quantizer at all becomes a plain
+    nn.Linear again.
     """
     for module in modules:
         if not isinstance(module, QuantizedTrainingLinear):
             continue
-        module.precision = replace(module.precision, weights=None, backward_weight=None)
+        if module.precision.weight_quantizer != "absmax":
+            delattr(module, PARAMETER_NAMES[module.precision.weight_quantizer])
+        module.precision = replace(module.precision, weights=None, backward_weight=None, weight_quantizer="absmax")
         if module.precision.is_full_precision:
             module.__class__ = nn.Linear
             del module.precision, module.kv_channels
@@ -371,7 +509,7 @@ class InputQuantizedTrainingLinear(QuantizedTrainingLinear):
     outlier_threshold: float | None = None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        trained_input = _quantize_or_keep(x, self.precision.activations)
+        trained_input = self.quantized_input(x)
         x = fake_quantize_inputs(trained_input, self.activation_spec, self.outlier_threshold)
         return self.quantize_kv(F.linear(x, self.quantized_weight(), self.bias))
 

@@ -11,6 +11,8 @@ Generic code — the workflow's rules and scripts, this package — reads only t
                                                    for post-training quantization)
   jobs(config, evaluations, layout) -> list[Job]   optional: the other tables it builds (inputs of figures/claims)
   build_table(rows, settings) -> DataFrame         its tidy table from the scored rows
+  DIVERGED_RULE = "..."                            optional: how build_table leaves out the rows of diverged runs
+                                                   (`diverged` True); a study without one stops at such a row
   fit_names(settings) / fit_laws(table, settings)  its fits: {name: Fit | reason it could not be made}
   fit_tables(table, settings) -> {name: DataFrame} optional, with FIT_TABLES naming them: tables made with the fits
   SHARED_SETTINGS = ("training",)                  optional: top-level config sections added to `settings`
@@ -156,12 +158,58 @@ def non_embedding_params(config: dict, size: str) -> int:
     ).non_embedding_params
 
 
+def scaled_peak_lr(config: dict, size: str, multiplier: float) -> float:
+    """The recipe's peak LR for a ladder size times `multiplier`, rounded as the recipe's is (`qscaling.plan`)."""
+    from qscaling.plan import peak_lr
+
+    return float(f"{peak_lr(config['training'], non_embedding_params(config, size)) * multiplier:.3g}")
+
+
 def with_labels(frame: pd.DataFrame, labels: list[dict]) -> pd.DataFrame:
     """`frame` repeated under each variant label (its columns added); unchanged without labels."""
     if not labels:
         return frame
     labels = pd.DataFrame(labels)
     return frame.merge(labels.drop(columns=[column for column in labels if column in frame]), how="cross")
+
+
+def diverged_rows(summary: dict, tokens: int, labels: list[dict]) -> pd.DataFrame:
+    """The rows of a checkpoint its run never wrote because training diverged first (`run.json`'s `diverged`
+    record, `qscaling.train`): the columns that say which checkpoint it is, `diverged` True and the reason."""
+    from qscaling.quant.qat import run_precision_label
+    from qscaling.runspec import RunSpec
+
+    spec = RunSpec.from_dict(summary["spec"])
+    row = {
+        "run": summary["run_id"],
+        "size": spec.size,
+        "N": spec.shape.non_embedding_params,
+        "D": -(-tokens // spec.tokens_per_step) * spec.tokens_per_step,
+        "milestone": tokens,
+        "training_precision": run_precision_label(summary["spec"]),
+        "diverged": True,
+        "diverged_reason": summary["diverged"]["reason"],
+    }
+    return with_labels(pd.DataFrame([row]), labels)
+
+
+def build_study_table(module, rows: pd.DataFrame, settings: dict) -> pd.DataFrame:
+    """The study's tidy table from its scored rows; rows of diverged runs need the study's DIVERGED_RULE."""
+    if "diverged" in rows and rows["diverged"].eq(True).any() and not hasattr(module, "DIVERGED_RULE"):
+        runs = sorted(rows.loc[rows["diverged"].eq(True), "run"].unique())
+        raise ValueError(
+            f"{module.STUDY}: run(s) {', '.join(runs)} diverged and the study has no rule to leave them out"
+        )
+    return module.build_table(rows, settings)
+
+
+def split_diverged(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(scored rows, rows of diverged checkpoints), each without the `diverged` columns."""
+    if "diverged" not in rows:
+        return rows, rows.iloc[:0]
+    diverged = rows["diverged"].eq(True)
+    columns = ["diverged", "diverged_reason"]
+    return rows[~diverged].drop(columns=columns), rows[diverged].dropna(axis="columns", how="all")
 
 
 def check_local_models(key: str, entries) -> None:

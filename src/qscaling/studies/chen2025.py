@@ -9,8 +9,14 @@ held-out windows; extra seeds at one point (`seeds`) give the between-run noise 
 Precisions (Chen et al.'s names): W4A4, W4A16 (weights only), W16A4 (activations only), and W4A4_FC2_8bit /
 W16A4_FC2_8bit with the FC2 (down-projection) input at 8 bits. INT4 symmetric absmax; weights per output
 channel or in groups of G along the input dimension, activations per token or in groups of G. A per-channel /
-per-token point enters the law with G = d_model (the row length of the QKV, O and FC1 inputs); Chen et al.'s
-learnable activation clipping at G ≥ 256 has no counterpart here (every G here is ≤ 64).
+per-token point enters the law with G = d_model (the row length of the QKV, O and FC1 inputs).
+
+A cell may also vary what the law holds fixed, each a label column of the table: `format: fp` trains FP4 E2M1
+(blocks of G, the same scaling) instead of INT4 (Fig. 2, and Fig. 13's test of the INT4 law on FP4);
+`quantizers: [...]` trains learnable quantizers — LSQ or LWC weights, LAC activation clipping
+(`qscaling.quant.learnable`) — instead of absmax (Fig. 14); `lr_scales: [...]` multiplies the peak LR, partner
+included (Fig. 3); `budgets` narrows the study's budgets for the cell. The laws, fits and claims read the main
+grid only: INT4, absmax, the recipe's LR (`main_grid`).
 """
 
 import math
@@ -20,7 +26,7 @@ import pandas as pd
 
 from qscaling.config import ConfigError, check_sizes
 from qscaling.laws import chen2025 as law
-from qscaling.studies import Evaluation, Job, Scoring, label, try_fit
+from qscaling.studies import Evaluation, Job, Scoring, label, scaled_peak_lr, try_fit
 from qscaling.studies.claims import (
     INCONCLUSIVE,
     NO_PAPER_VALUE,
@@ -36,27 +42,46 @@ PRECISIONS = ("W4A4", "W4A16", "W16A4", "W4A4_FC2_8bit", "W16A4_FC2_8bit")
 CHANNEL = "channel"
 # Quantized Linear inputs whose row length a group must divide: QKV, O and FC1 read d_model, FC2 reads d_ff.
 INPUT_DIMS = ("d_model", "d_ff")
-KEYS = ["size", "N", "D", "seed"]
+KEYS = ["size", "N", "D", "seed", "lr_scale"]  # a QAT point and its full-precision partner share these
 LAW_INPUTS = ("N", "D", "G")
+INT, FP = "int", "fp"
+FORMATS = (INT, FP)
+ABSMAX = "absmax"
+# Learnable quantizers (qscaling.quant.learnable) by the tensor they quantize.
+QUANTIZERS = {"lsq": "weights", "lwc": "weights", "lac": "activations"}
 
 
-def group_spec(bits: int, group, role: str) -> str:
-    """INT `bits` absmax spec of a group size (or per-channel weights / per-token activations)."""
-    if group == CHANNEL:
-        return f"int{bits}:{'channel' if role == 'weights' else 'token'}"
-    return f"int{bits}:g{group}"
+def group_spec(bits: int, group, role: str, format: str = INT) -> str:
+    """The `bits`-bit absmax spec of a group size (or per-channel weights / per-token activations): INT, or FP4
+    E2M1 for `format` fp (8-bit FP is E4M3), blocks of G along the input dimension either way."""
+    granularity = ("channel" if role == "weights" else "token") if group == CHANNEL else None
+    if format == FP:
+        element = "e2m1" if bits == 4 else "e4m3"
+        return f"fp:{element}:{granularity or f'b{group}'}"
+    return f"int{bits}:{granularity or f'g{group}'}"
 
 
-def training_precision(name: str, group, bits: int = 4) -> dict:
-    """The `training_precision` of one of PRECISIONS at group size `group`."""
+def training_precision(name: str, group, bits: int = 4, format: str = INT, quantizer: str = ABSMAX) -> dict:
+    """The `training_precision` of one of PRECISIONS at group size `group`, in `format`, with `quantizer` (absmax
+    or a key of QUANTIZERS) on the tensor it learns."""
     weights, activations = name.startswith("W4"), "A4" in name
     precision = {
-        "weights": group_spec(bits, group, "weights") if weights else None,
-        "activations": group_spec(bits, group, "activations") if activations else None,
+        "weights": group_spec(bits, group, "weights", format) if weights else None,
+        "activations": group_spec(bits, group, "activations", format) if activations else None,
     }
     if name.endswith("_FC2_8bit"):
-        precision["overrides"] = {"fc2": {"activations": group_spec(8, group, "activations")}}
+        precision["overrides"] = {"fc2": {"activations": group_spec(8, group, "activations", format)}}
+    if quantizer != ABSMAX:
+        precision["quantizer"] = {QUANTIZERS[quantizer]: quantizer}
     return precision
+
+
+def main_grid(table: pd.DataFrame) -> pd.Series:
+    """The rows the law describes: INT4, absmax, the recipe's LR, trained without diverging (full-precision rows
+    of the activation statistics pass at the recipe's LR)."""
+    trained = ~table["diverged"] if "diverged" in table else True
+    own_format = table["format"].isin([INT, ""]) & table["quantizer"].isin([ABSMAX, ""])
+    return own_format & (table["lr_scale"] == 1.0) & trained
 
 
 def law_group(config: dict, size: str, group) -> int:
@@ -73,6 +98,21 @@ def check_config(config: dict) -> None:
                 raise ConfigError(f"config key {where}.precisions: unknown precision {name!r} (valid: {PRECISIONS})")
         for group in cell["groups"]:
             _check_group(config, f"{where}.groups", group, cell["sizes"])
+        if not set(cell.get("budgets", [])) <= set(block["budgets"]):
+            raise ConfigError(f"config key {where}.budgets: not all of them are in {key}.budgets")
+        for quantizer in set(cell.get("quantizers", [])) - {ABSMAX}:
+            role = QUANTIZERS.get(quantizer)
+            if role is None:
+                raise ConfigError(
+                    f"config key {where}.quantizers: unknown quantizer {quantizer!r} (valid: {', '.join(QUANTIZERS)})"
+                )
+            if cell.get("format", INT) != INT or any(
+                training_precision(name, 8)[role] is None for name in cell["precisions"]
+            ):
+                raise ConfigError(
+                    f"config key {where}.quantizers: {quantizer} learns an INT {role} quantizer, which not every "
+                    f"precision of the cell has"
+                )
     seeds = block["seeds"]
     check_sizes(config, f"{key}.seeds.size", seeds["size"])
     _check_group(config, f"{key}.seeds.group", seeds["group"], [seeds["size"]])
@@ -97,19 +137,37 @@ def _check_group(config: dict, key: str, group, sizes) -> None:
 
 
 def points(config: dict) -> list[dict]:
-    """Every QAT point of the grid and of the seed repeats, once: {size, budget, precision, group, seed}."""
+    """Every QAT point of the grid and of the seed repeats, once:
+    {size, budget, precision, group, format, quantizer, lr_scale, seed}."""
     block, seed = config["studies"][STUDY], config["training"]["seed"]
     grid = [
-        {"size": size, "budget": budget, "precision": name, "group": group, "seed": seed}
+        {
+            "size": size,
+            "budget": budget,
+            "precision": name,
+            "group": group,
+            "format": cell.get("format", INT),
+            "quantizer": quantizer,
+            "lr_scale": float(lr_scale),
+            "seed": seed,
+        }  # fmt: skip
         for cell in block["cells"]
         for name in cell["precisions"]
         for size in cell["sizes"]
         for group in cell["groups"]
-        for budget in block["budgets"]
+        for budget in cell.get("budgets", block["budgets"])
+        for quantizer in cell.get("quantizers", [ABSMAX])
+        for lr_scale in cell.get("lr_scales", [1])
     ]
     repeats = block["seeds"]
     grid += [
-        {**{k: repeats[k] for k in ("size", "budget", "precision", "group")}, "seed": extra}
+        {
+            **{k: repeats[k] for k in ("size", "budget", "precision", "group")},
+            "format": INT,
+            "quantizer": ABSMAX,
+            "lr_scale": 1.0,
+            "seed": extra,
+        }  # fmt: skip
         for extra in [seed, *repeats["extra"]]
     ]
     unique = {tuple(point.values()): point for point in grid}
@@ -122,16 +180,21 @@ def plan(config: dict, planner) -> list[Evaluation]:
     anneal, fraction = block["anneal"], block["cooldown_fraction"]
     labels = {}
     for point in points(config):
-        size, budget, seed = point["size"], point["budget"], point["seed"]
-        precision = training_precision(point["precision"], point["group"])
-        run = planner.annealed(size, budget, anneal, fraction, training_precision=precision, seed=seed)
+        size, budget, seed, lr_scale = point["size"], point["budget"], point["seed"], point["lr_scale"]
+        precision = training_precision(point["precision"], point["group"], 4, point["format"], point["quantizer"])
+        recipe = {"seed": seed}
+        if lr_scale != 1.0:
+            recipe["lr"] = scaled_peak_lr(config, size, lr_scale)
+        run = planner.annealed(size, budget, anneal, fraction, training_precision=precision, **recipe)
         group = law_group(config, size, point["group"])
         granularity = CHANNEL if point["group"] == CHANNEL else "group"
+        variant = {"precision": point["precision"], "format": point["format"], "quantizer": point["quantizer"]}
         labels.setdefault((run, budget), []).append(
-            label(precision=point["precision"], G=group, granularity=granularity, seed=seed)
+            label(**variant, lr_scale=lr_scale, G=group, granularity=granularity, seed=seed)
         )
-        partner = planner.annealed(size, budget, anneal, fraction, seed=seed)
-        labels.setdefault((partner, budget), [label(precision=FULL, G=0, granularity="", seed=seed)])
+        partner = planner.annealed(size, budget, anneal, fraction, **recipe)
+        full = label(precision=FULL, format="", quantizer="", lr_scale=lr_scale, G=0, granularity="", seed=seed)
+        labels.setdefault((partner, budget), [full])
     return [Evaluation(STUDY, run, tokens, tuple(variants)) for (run, tokens), variants in labels.items()]
 
 
@@ -227,17 +290,27 @@ def input_statistics(model, tokens: np.ndarray, seq_len: int, windows: int = 8) 
     return pd.DataFrame(rows)
 
 
+VARIANT = ["precision", "format", "quantizer", "G"]  # with KEYS, what tells one QAT point from another
+DIVERGED_RULE = (
+    "a QAT point whose run, or whose full-precision partner, diverged keeps its row with diverged = True and no δ; "
+    "fits, fit tables, figures and claims read only the other rows"
+)
+
+
 def build_table(rows: pd.DataFrame, settings: dict) -> pd.DataFrame:
     """One row per QAT checkpoint: its loss, its partner's, and δ paired over windows with its standard error.
-    `budget` is the token budget the point was planned at (the config's), D the tokens it saw (whole steps)."""
+    `budget` is the token budget the point was planned at (the config's), D the tokens it saw (whole steps).
+    Points lost to a diverged run are kept as rows with `diverged` True (DIVERGED_RULE)."""
     from qscaling.evaluate import standard_error
+    from qscaling.studies import split_diverged
 
-    per_window = rows.drop_duplicates(["run", "window", "precision", "G"])
+    rows, diverged = split_diverged(rows)
+    per_window = rows.drop_duplicates(["run", "window", *VARIANT])
     full = per_window[per_window["precision"] == FULL][[*KEYS, "window", "loss", "run"]]
     qat = per_window[per_window["precision"] != FULL]
     paired = qat.merge(full, on=[*KEYS, "window"], suffixes=("", "_base"), validate="many_to_one")
     paired["difference"] = paired["loss"] - paired["loss_base"]
-    groups = paired.groupby([*KEYS, "milestone", "precision", "granularity", "G", "run", "run_base"], sort=False)
+    groups = paired.groupby([*KEYS, "milestone", *VARIANT, "granularity", "run", "run_base"], sort=False)
     table = (
         groups.agg(
             loss=("loss", "mean"),
@@ -250,15 +323,36 @@ def build_table(rows: pd.DataFrame, settings: dict) -> pd.DataFrame:
         .reset_index()
         .rename(columns={"milestone": "budget"})
     )
-    missing = set(map(tuple, qat[KEYS].drop_duplicates().to_numpy())) - set(map(tuple, full[KEYS].to_numpy()))
+    diverged_partners = diverged[diverged["precision"] == FULL] if not diverged.empty else diverged
+    partnered = set(map(tuple, full[KEYS].to_numpy())) | set(map(tuple, diverged_partners[KEYS].to_numpy()))
+    missing = set(map(tuple, qat[KEYS].drop_duplicates().to_numpy())) - partnered
     if missing:
         raise ValueError(f"{STUDY}: QAT points without a full-precision partner: {sorted(missing)}")
+    lost = _diverged_points(qat, diverged, diverged_partners)
+    table = pd.concat([table.assign(diverged=False, diverged_reason=""), lost], ignore_index=True)
     table["tokens_per_param"] = table["D"] / table["N"]
-    return table.sort_values(["precision", "N", "D", "G", "seed"]).reset_index(drop=True)
+    return table.sort_values(["precision", "format", "quantizer", "lr_scale", "N", "D", "G", "seed"]).reset_index(
+        drop=True
+    )
+
+
+def _diverged_points(qat: pd.DataFrame, diverged: pd.DataFrame, diverged_partners: pd.DataFrame) -> pd.DataFrame:
+    """The QAT points a diverged run took out: those that diverged, and those whose partner did."""
+    columns = [*KEYS, "milestone", *VARIANT, "granularity", "run"]
+    if diverged.empty:
+        return pd.DataFrame(columns=[*columns, "diverged", "diverged_reason"]).rename(columns={"milestone": "budget"})
+    own = diverged[diverged["precision"] != FULL][[*columns, "diverged_reason"]]
+    points = qat.drop_duplicates([*KEYS, *VARIANT])[columns]
+    partners = diverged_partners[[*KEYS, "run", "diverged_reason"]].rename(columns={"run": "run_base"})
+    orphaned = points.merge(partners, on=KEYS)
+    orphaned["diverged_reason"] = "its full-precision partner " + orphaned["run_base"] + " diverged"
+    lost = pd.concat([own, orphaned], ignore_index=True).assign(diverged=True)
+    return lost.rename(columns={"milestone": "budget"})
 
 
 def seed_points(table: pd.DataFrame, settings: dict) -> pd.DataFrame:
     repeats = settings["seeds"]
+    table = table[main_grid(table)]
     rows = table[
         (table["size"] == repeats["size"])
         & (table["budget"] == repeats["budget"])
@@ -275,9 +369,9 @@ def seed_sigma(table: pd.DataFrame, settings: dict) -> float:
 
 
 def grid_rows(table: pd.DataFrame, settings: dict, precision: str) -> pd.DataFrame:
-    """The recipe-seed points of one precision (seed repeats would weigh their point thrice)."""
+    """The recipe-seed points of one precision that trained (seed repeats would weigh their point thrice)."""
     seed = settings["training"]["seed"]
-    return table[(table["precision"] == precision) & (table["seed"] == seed)]
+    return table[(table["precision"] == precision) & (table["seed"] == seed) & main_grid(table)]
 
 
 # Chen et al.'s Tables 2 and 4 weigh the law against reduced ones on W4A4 and W4A16: each variant holds the
@@ -383,7 +477,7 @@ def activation_weight_ratio(table: pd.DataFrame, settings: dict) -> pd.DataFrame
     `R_se` propagates the two δs' evaluation SEs; `clear_of_seed_noise`: both δs exceed 2 σ_seed, so R is not a
     ratio of between-run noise (which R_se leaves out)."""
     index = ["N", "D", "G"]
-    rows = table[table["seed"] == settings["training"]["seed"]]
+    rows = table[(table["seed"] == settings["training"]["seed"]) & main_grid(table)]
 
     def deltas(precision):
         return rows[rows["precision"] == precision].set_index(index)[["delta", "delta_se"]]
@@ -517,7 +611,7 @@ def _kurtosis_claim(activations: pd.DataFrame | None) -> dict:
     text = "The FC2 input has by far the largest kurtosis of the Linear inputs (Fig. 9)"
     if activations is None or activations.empty:
         return claim(STUDY, text, statistic="no activation statistics", ci="", verdict=INCONCLUSIVE)
-    full = activations[activations["precision"] == FULL]
+    full = activations[(activations["precision"] == FULL) & main_grid(activations)]
     per_role = full.groupby("role")["kurtosis"].median()
     others = per_role.drop("fc2").max()
     wins = full.pivot_table(index=["run", "block"], columns="role", values="kurtosis")

@@ -18,7 +18,7 @@ from scipy import stats
 from qscaling.config import ConfigError, check_sizes
 from qscaling.laws.baseline import CHINCHILLA
 from qscaling.plan import peak_lr
-from qscaling.studies import Evaluation, Job, Scoring, label, non_embedding_params, try_fit
+from qscaling.studies import Evaluation, Job, Scoring, label, non_embedding_params, scaled_peak_lr, try_fit
 from qscaling.studies.claims import INCONCLUSIVE, claim, positive_parameter_claim
 
 STUDY = "ladder"
@@ -58,7 +58,7 @@ def sweep_budget(config: dict, size: str) -> int:
 
 def sweep_lr(config: dict, size: str, multiplier: float) -> float:
     """The swept peak LR: the recipe's LR for the size times `multiplier`, rounded as the recipe's is."""
-    return float(f"{peak_lr(config['training'], non_embedding_params(config, size)) * multiplier:.3g}")
+    return scaled_peak_lr(config, size, multiplier)
 
 
 def plan(config: dict, planner) -> list[Evaluation]:
