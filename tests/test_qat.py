@@ -1,6 +1,8 @@
 """Quantization-aware training: the clipped STE, the backward-GEMM Linear, the precision spec, model hooks,
 and QAT runs through the spine's trainer."""
 
+import re
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -316,3 +318,37 @@ def test_dropping_weight_quantizers_keeps_the_others():
 def test_trained_linear_inputs_need_a_quantized_training_linear():
     with pytest.raises(TypeError, match="modules: expected QuantizedTrainingLinear, got Linear"):
         quantize_trained_linear_inputs([torch.nn.Linear(4, 4)], "int8:token")
+
+
+def test_bench_train_times_the_qat_step_against_the_full_precision_step_in_one_run(capsys):
+    from qscaling.cli import main
+
+    argv = ["bench", "train", "--d-model", "16", "--n-layers", "1", "--vocab-size", "64", "--seq-len", "16",
+            "--batch-size", "2", "--steps", "2", "--repeats", "1", "--precision", "int4:g8"]  # fmt: skip
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "qscaling QAT step, W and A int4:g8" in out
+    assert re.search(r"QAT step time / full-precision step time: \d+\.\d\dx", out)
+
+
+@pytest.mark.parametrize("poison", [None, float("inf"), float("nan")])
+def test_qat_gradients_are_bit_identical_to_those_through_the_mask_from_codes(monkeypatch, poison):
+    import qscaling.quant.qat as qat
+
+    def gradients():
+        torch.manual_seed(0)
+        x = torch.randn(4, 6, 32)
+        if poison is not None:
+            x[1, 2, 5] = poison
+        x.requires_grad_()
+        weight = torch.randn(16, 32, requires_grad=True)
+        precision = LinearPrecision(weights=parse_spec("int4:g8"), activations=parse_spec("int4:g8"))
+        QuantizedLinearFunction.apply(x, weight, None, precision).nan_to_num().sum().backward()
+        return x.grad, weight.grad
+
+    fast = gradients()
+    monkeypatch.setattr(qat, "_needed_clamp_mask", lambda x, spec: clamp_mask_by_codes(x, spec))
+    for ours, by_codes in zip(fast, gradients()):
+        assert torch.equal(ours.nan_to_num(), by_codes.nan_to_num())
+    if poison is not None:
+        assert fast[0][1, 2, 5] == 0.0

@@ -100,3 +100,22 @@ def test_critical_data_size_is_where_post_ptq_loss_turns_up():
     turns = kumar2024.critical_tokens(pd.DataFrame(rows)).set_index("bits")
     assert turns.loc[3, "turns_up"] and turns.loc[3, "D_best"] == 2e4
     assert not turns.loc[6, "turns_up"]
+
+
+def test_a_diverged_checkpoint_scores_as_a_marked_row_and_a_study_without_a_rule_stops_at_it(default_config):
+    from qscaling.studies import build_study_table, diverged_rows, split_diverged
+    from qscaling.studies import chen2025 as chen
+
+    planner, evaluations = plan_all(default_config, corpus_id(default_config))
+    evaluation = next(e for e in evaluations["chen2025"] if e.labels and dict(e.labels[0])["precision"] == "W4A4")
+    spec = planner.runs[evaluation.run].spec
+    summary = {"run_id": evaluation.run, "spec": spec.to_dict(), "diverged": {"reason": "training loss is nan"}}
+    rows = diverged_rows(summary, evaluation.tokens, evaluation.label_records())
+    assert rows["diverged"].all() and (rows["N"] == spec.shape.non_embedding_params).all()
+    assert (rows["D"] >= evaluation.tokens).all() and (rows["D"] % spec.tokens_per_step == 0).all()
+    assert set(rows.columns) >= {"run", "size", "milestone", "precision", "G", "seed", "diverged_reason"}
+    scored, diverged = split_diverged(rows)
+    assert scored.empty and len(diverged) == len(rows)
+    with pytest.raises(ValueError, match=rf"kumar2024: run\(s\) {evaluation.run} diverged and the study has no rule"):
+        build_study_table(kumar2024, rows, {})
+    assert hasattr(chen, "DIVERGED_RULE")

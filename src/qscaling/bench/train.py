@@ -4,8 +4,11 @@ Both sides train the same LlamaForCausalLM shape on the same batches. The baseli
 `model(input_ids, labels=...)` (transformers shifts the labels by slicing the logits) and a default
 `torch.optim.AdamW`. Ours is `qscaling.train.training_step`: labels shifted in the window instead of slicing
 logits, and the optimizer from `make_optimizer`. Repeats interleave the two so drift hits both alike.
+`--precision SPEC` also times our step as QAT with weights and activations fake-quantized at SPEC (Chen et al.'s
+W4A4 at `int4:g32`), and prints its step time against our full-precision step's, measured in the same run.
 """
 
+import dataclasses
 import statistics
 import time
 
@@ -22,7 +25,12 @@ def _batches(shape: ModelShape, batch_size: int, count: int) -> list[torch.Tenso
 
 
 def _time_ours(spec: RunSpec, batches) -> float:
-    model = build_model(spec.shape, seed=0).train()
+    model = build_model(spec.shape, seed=0)
+    if spec.training_precision:
+        from qscaling.quant.qat import apply_training_precision
+
+        apply_training_precision(model, spec.training_precision)
+    model.train()
     optimizer = make_optimizer(model, spec)
     scaler = torch.amp.GradScaler("cpu", enabled=False)
     training_step(model, optimizer, scaler, batches[0], spec)
@@ -59,6 +67,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--steps", type=int, default=20, help="timed steps per repeat")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--precision", metavar="SPEC", help="also time QAT with W and A at this quant spec")
 
 
 def run(args) -> int:
@@ -73,10 +82,17 @@ def run(args) -> int:
     )
     spec = RunSpec(size="bench", shape=shape, data="random", batch_size=args.batch_size)
     batches = _batches(shape, args.batch_size, args.steps)
-    ours, plain = [], []
+    qat_spec = None
+    if args.precision:
+        qat_spec = dataclasses.replace(
+            spec, training_precision={"weights": args.precision, "activations": args.precision}
+        )
+    ours, plain, qat = [], [], []
     for _ in range(args.repeats):
         plain.append(_time_plain(spec, batches))
         ours.append(_time_ours(spec, batches))
+        if qat_spec is not None:
+            qat.append(_time_ours(qat_spec, batches))
     print(
         f"model: d_model={shape.d_model} layers={shape.n_layers} N={shape.non_embedding_params:,} "
         f"vocab={shape.vocab_size} seq={shape.seq_len} batch={args.batch_size} threads={args.threads}"
@@ -84,4 +100,7 @@ def run(args) -> int:
     print(f"plain transformers + AdamW : {statistics.median(plain):>10,.0f} tokens/s")
     print(f"qscaling training_step     : {statistics.median(ours):>10,.0f} tokens/s")
     print(f"ratio (ours / plain)       : {statistics.median(ours) / statistics.median(plain):.2f}x")
+    if qat:
+        print(f"qscaling QAT step, W and A {args.precision}: {statistics.median(qat):,.0f} tokens/s")
+        print(f"QAT step time / full-precision step time: {statistics.median(ours) / statistics.median(qat):.2f}x")
     return 0

@@ -275,6 +275,14 @@ def never_clamps_finite(spec) -> bool:
     return spec.kind == "int" and spec.symmetric and spec.int_scale == "absmax" and spec.rounding != "stochastic"
 
 
+def _needed_clamp_mask(x: torch.Tensor, spec) -> torch.Tensor | None:
+    """`clamp_mask`, or None where it would be all True — a spec that never clamps a finite value, on a tensor
+    whose sum is finite, so that every element is — and multiplying the gradient by it would change nothing."""
+    if never_clamps_finite(spec) and torch.isfinite(x.sum()):
+        return None
+    return clamp_mask(x, spec)
+
+
 def clamp_mask_by_codes(x: torch.Tensor, spec) -> torch.Tensor:
     """`clamp_mask` computed from the codes themselves, for every spec."""
     spec = parse_spec(spec)
@@ -338,7 +346,7 @@ class QuantizedLinearFunction(torch.autograd.Function):
         masks = []
         for tensor, spec in ((x, precision.activations), (weight, precision.weights)):
             clipped = spec is not None and precision.clipped_ste
-            masks.append(clamp_mask(tensor, spec) if clipped else None)
+            masks.append(_needed_clamp_mask(tensor, spec) if clipped else None)
         ctx.precision = precision
         ctx.has_bias = bias is not None
         ctx.mask_present = [mask is not None for mask in masks]

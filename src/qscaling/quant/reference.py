@@ -63,6 +63,8 @@ def _from_groups(grouped: torch.Tensor, last_dim: int) -> torch.Tensor:
 
 
 def _finite_or_zero(x: torch.Tensor) -> torch.Tensor:
+    if torch.isfinite(x.sum()):  # then every element is: one reduction instead of a full-size mask and copy
+        return x
     return torch.where(torch.isfinite(x), x, torch.zeros_like(x))
 
 
