@@ -77,8 +77,8 @@ def training_precision(name: str, group, bits: int = 4, format: str = INT, quant
 
 
 def main_grid(table: pd.DataFrame) -> pd.Series:
-    """The rows the law describes: INT4, absmax, the recipe's LR, trained without diverging (full-precision rows
-    of the activation statistics pass at the recipe's LR)."""
+    """The rows the law describes: INT4, absmax, the recipe's LR, trained without diverging (full-precision
+    partners pass at the recipe's LR)."""
     trained = ~table["diverged"] if "diverged" in table else True
     own_format = table["format"].isin([INT, ""]) & table["quantizer"].isin([ABSMAX, ""])
     return own_format & (table["lr_scale"] == 1.0) & trained
@@ -229,8 +229,10 @@ def score_job(checkpoint, inputs: dict, params: dict, labels: list[dict], device
     columns = checkpoint_columns(model, metadata)
     windows = pd.DataFrame({"window": np.arange(len(result["per_window"])), "loss": result["per_window"].numpy()})
     windows = windows.assign(**columns)[[*columns, "window", "loss"]]
-    statistics = input_statistics(model, tokens, seq_len).assign(**columns)
-    return {"table": with_labels(windows, labels), "activations": with_labels(statistics, labels)}
+    # Fig. 9 and the kurtosis claim read the main grid's models only: the ablations' statistics would be unread.
+    in_main_grid = [variant for variant in labels if main_grid(pd.DataFrame([variant])).all()]
+    statistics = input_statistics(model, tokens, seq_len).assign(**columns) if in_main_grid else pd.DataFrame()
+    return {"table": with_labels(windows, labels), "activations": with_labels(statistics, in_main_grid)}
 
 
 def jobs(config: dict, evaluations: list[Evaluation], layout) -> list[Job]:
