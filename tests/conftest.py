@@ -103,8 +103,12 @@ def token_files(tmp_path_factory) -> dict:
     return paths
 
 
+# A whole smoke DAG (218 jobs) took 15 min on CI's 2 cores beside the rest of the suite; hang guard, not a goal.
+SMOKE_TIMEOUT_S = 2400
+
+
 def run_snakemake(
-    workdir: Path, *args: str, scale: str = "smoke", timeout: int = 900, env: dict | None = None
+    workdir: Path, *args: str, scale: str = "smoke", timeout: int = SMOKE_TIMEOUT_S, env: dict | None = None
 ) -> subprocess.CompletedProcess:
     """The real Snakefile, run with `workdir` as its working directory (`env`: extra environment variables)."""
     command = [
@@ -148,7 +152,7 @@ class InterruptedRun:
     resume: subprocess.CompletedProcess
 
 
-def kill_when_done(command: list[str], log: Path, fraction: float, timeout: float = 900) -> str:
+def kill_when_done(command: list[str], log: Path, fraction: float, timeout: float = SMOKE_TIMEOUT_S) -> str:
     """Start `command` in a session of its own; SIGKILL all of it (every job too, as a crash would) once
     Snakemake reports `fraction` of its steps done. Returns that progress line."""
     with open(log, "w") as out:
@@ -180,7 +184,7 @@ def interrupted_smoke_run(tmp_path_factory) -> InterruptedRun:
     killed_at = kill_when_done(qscaling_run_command(workdir), workdir.parent / "smoke_interrupted.log", 0.25)
     locks = workdir / ".snakemake" / "locks"
     lock_left = locks.is_dir() and any(locks.iterdir())
-    resume = subprocess.run(qscaling_run_command(workdir), capture_output=True, text=True, timeout=900)
+    resume = subprocess.run(qscaling_run_command(workdir), capture_output=True, text=True, timeout=SMOKE_TIMEOUT_S)
     assert resume.returncode == 0, resume.stdout[-2000:] + resume.stderr[-3000:]
     return InterruptedRun(workdir, killed_at, lock_left, resume)
 
