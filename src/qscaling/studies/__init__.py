@@ -209,7 +209,9 @@ def split_diverged(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
         return rows, rows.iloc[:0]
     diverged = rows["diverged"].eq(True)
     columns = ["diverged", "diverged_reason"]
-    return rows[~diverged].drop(columns=columns), rows[diverged].dropna(axis="columns", how="all")
+    # Scored rows' columns the diverged rows lack (loss, window, …) go; with none diverged, every column stays.
+    lost = rows[diverged].dropna(axis="columns", how="all") if diverged.any() else rows[diverged]
+    return rows[~diverged].drop(columns=columns), lost
 
 
 def check_local_models(key: str, entries) -> None:

@@ -325,7 +325,7 @@ def build_table(rows: pd.DataFrame, settings: dict) -> pd.DataFrame:
         .reset_index()
         .rename(columns={"milestone": "budget"})
     )
-    diverged_partners = diverged[diverged["precision"] == FULL] if not diverged.empty else diverged
+    diverged_partners = diverged[diverged["precision"] == FULL]
     partnered = set(map(tuple, full[KEYS].to_numpy())) | set(map(tuple, diverged_partners[KEYS].to_numpy()))
     missing = set(map(tuple, qat[KEYS].drop_duplicates().to_numpy())) - partnered
     if missing:
