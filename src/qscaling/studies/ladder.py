@@ -56,11 +56,6 @@ def sweep_budget(config: dict, size: str) -> int:
     return min(block["budgets"], key=lambda budget: abs(math.log(budget / target)))
 
 
-def sweep_lr(config: dict, size: str, multiplier: float) -> float:
-    """The swept peak LR: the recipe's LR for the size times `multiplier`, rounded as the recipe's is."""
-    return scaled_peak_lr(config, size, multiplier)
-
-
 def plan(config: dict, planner) -> list[Evaluation]:
     """The grid's points and the sweep's, one evaluation per checkpoint: the sweep's ×1 point is a grid point and
     carries both labels."""
@@ -74,7 +69,7 @@ def plan(config: dict, planner) -> list[Evaluation]:
     for size in block["lr_sweep"]["sizes"]:
         budget = sweep_budget(config, size)
         for multiplier in block["lr_sweep"]["lr_multipliers"]:
-            run = planner.annealed(size, budget, anneal, fraction, lr=sweep_lr(config, size, multiplier))
+            run = planner.annealed(size, budget, anneal, fraction, lr=scaled_peak_lr(config, size, multiplier))
             labels.setdefault((run, budget), []).append(label(variant="lr_sweep", lr_multiplier=float(multiplier)))
     return [Evaluation(STUDY, run, tokens, tuple(variants)) for (run, tokens), variants in labels.items()]
 
