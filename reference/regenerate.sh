@@ -10,7 +10,7 @@ BIN=${BIN:-.venv/bin}
 CORES=${CORES:-all}
 for scale in "${@:-smoke}"; do
   workdir=$(mktemp -d "${TMPDIR:-/tmp}/qscaling-reference-$scale.XXXXXX")
-  "$BIN/snakemake" --cores "$CORES" --directory "$workdir" --config "scale=$scale"
+  "$BIN/qscaling" run --cores "$CORES" --directory "$workdir" --config "scale=$scale"
   "$BIN/python" -c 'import sys; from qscaling.diff import export_artifacts; export_artifacts(*sys.argv[1:])' \
     "$workdir" "reference/$scale"
   rm -rf "$workdir"

@@ -108,23 +108,32 @@ SMOKE_TIMEOUT_S = 2400
 
 
 def run_snakemake(
-    workdir: Path, *args: str, scale: str = "smoke", timeout: int = SMOKE_TIMEOUT_S, env: dict | None = None
+    workdir: Path,
+    *args: str,
+    scale: str = "smoke",
+    timeout: int = SMOKE_TIMEOUT_S,
+    env: dict | None = None,
+    warm: bool = False,
 ) -> subprocess.CompletedProcess:
-    """The real Snakefile, run with `workdir` as its working directory (`env`: extra environment variables)."""
-    command = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "-s",
-        str(REPO_ROOT / "Snakefile"),
-        "--directory",
-        str(workdir),
-        "--cores",
-        "2",
-        "--config",
-        f"scale={scale}",
-        *args,
-    ]
+    """The real Snakefile, run with `workdir` as its working directory (`env`: extra environment variables) by
+    plain Snakemake, or by `qscaling run` and its warm worker (`warm`; no `--` among `args`: argparse eats it)."""
+    if warm:
+        command = [*qscaling_run_command(workdir, scale), *args]
+    else:
+        command = [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "-s",
+            str(REPO_ROOT / "Snakefile"),
+            "--directory",
+            str(workdir),
+            "--cores",
+            "2",
+            "--config",
+            f"scale={scale}",
+            *args,
+        ]
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
 
 
@@ -191,9 +200,9 @@ def interrupted_smoke_run(tmp_path_factory) -> InterruptedRun:
 
 @pytest.fixture(scope="session")
 def smoke_runs(tmp_path_factory, interrupted_smoke_run) -> list[Path]:
-    """Two complete smoke runs of the default target (shared by every end-to-end test): one straight through,
-    one killed a quarter of the way and resumed. Being identical, they show both reruns and resumes give the
-    same bytes."""
+    """Two complete smoke runs of the default target (shared by every end-to-end test): one straight through by
+    plain Snakemake, one by `qscaling run` killed a quarter of the way and resumed, its jobs in the warm worker.
+    Being identical, they show that reruns, resumes and the worker give the same bytes."""
     workdir = tmp_path_factory.mktemp("smoke_first")
     result = run_snakemake(workdir)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
@@ -225,6 +234,8 @@ def alternate_cpu_smoke_run(tmp_path_factory) -> Path:
     if not env:
         pytest.skip(f"torch offers this CPU no code path other than {cpu_capability()!r}")
     workdir = tmp_path_factory.mktemp("smoke_alternate_cpu")
-    result = run_snakemake(workdir, env=env)
+    # Its warm worker imports torch under the other code path too.
+    result = run_snakemake(workdir, env=env, warm=True)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    assert "jobs ran in the warm worker" in result.stdout, result.stdout[-2000:]
     return workdir

@@ -162,7 +162,7 @@ def test_a_small_change_of_method_still_fails_the_reference_diff(smoke_runs, tmp
     shutil.copytree(smoke_runs[0], workdir, symlinks=True)
     overrides = tmp_path / "damp.yaml"
     overrides.write_text("ptq: {gptq_damp: 0.02}\n")
-    result = run_snakemake(workdir, "--configfile", str(overrides))
+    result = run_snakemake(workdir, "--configfile", str(overrides), warm=True)
     assert result.returncode == 0, result.stderr[-3000:]
     diff = diff_against(REFERENCE / "smoke", workdir, "--json")
     assert diff.returncode == 1

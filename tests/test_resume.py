@@ -1,6 +1,7 @@
 """`qscaling run` (what `make figures` calls): it resumes a run killed mid-way by itself, and refuses while
 another run is live in the same directory."""
 
+import re
 import subprocess
 import sys
 
@@ -13,6 +14,8 @@ def test_a_killed_run_resumes_by_itself_to_the_same_outputs(interrupted_smoke_ru
     run = interrupted_smoke_run
     assert run.lock_left, "the killed run should have left its lock (else this test shows nothing)"
     assert "resuming" in run.resume.stdout, run.resume.stdout[-2000:]
+    ran_warm = re.search(r"(\d+) jobs ran in the warm worker", run.resume.stdout)
+    assert ran_warm and int(ran_warm.group(1)) > 50, run.resume.stdout[-2000:]
     uninterrupted = smoke_runs[0]
     diffs = diff_trees(uninterrupted, run.workdir)
     assert len(diffs) == len(list_artifacts(uninterrupted)) > 50

@@ -7,7 +7,9 @@ run resumes with `--rerun-incomplete`, and it says so; while another run is live
 
     qscaling run [SNAKEMAKE ARGUMENTS ...]      e.g. qscaling run --cores 2 --config scale=smoke
 
-Every argument goes to Snakemake unchanged (`--directory` names the directory checked).
+Every argument goes to Snakemake unchanged (`--directory` names the directory checked). When the jobs run on this
+machine (the local executor, not a dry run), a warm worker (`qscaling.worker`) runs them, so that torch and the
+other libraries are imported once per run rather than once per job.
 """
 
 import argparse
@@ -17,6 +19,9 @@ import sys
 from pathlib import Path
 
 import psutil
+import yaml
+
+from qscaling import worker
 
 SNAKEFILE = Path(__file__).resolve().parents[2] / "Snakefile"
 
@@ -108,4 +113,32 @@ def run(args) -> int:
             "finished outputs are kept and incomplete ones are made again",
             flush=True,
         )
-    return subprocess.run(_snakemake(snakemake_args, "--rerun-incomplete")).returncode
+    local = runs_jobs_here(snakemake_args)
+    with worker.started(enabled=local) as warm:
+        returncode = subprocess.run(_snakemake(snakemake_args, "--rerun-incomplete"), env=warm.env).returncode
+    if local:
+        print(f"qscaling run: {warm.summary()}", flush=True)
+    return returncode
+
+
+# Arguments after which Snakemake runs no job: nothing for a warm worker to do.
+NO_JOBS = {"-n", "--dry-run", "--dryrun", "--unlock", "--lint", "--help", "-h", "--list-target-rules", "--report"}
+
+
+def runs_jobs_here(snakemake_args: list[str]) -> bool:
+    """Whether Snakemake will run jobs as processes of this machine: not a dry run, and the local executor (given,
+    or the one of a profile named by its path), so that a warm worker can take them."""
+    options = {}
+    for index, argument in enumerate(snakemake_args):
+        name, _, value = argument.partition("=")
+        options[name] = value or (snakemake_args[index + 1] if index + 1 < len(snakemake_args) else "")
+    if NO_JOBS & options.keys():
+        return False
+    executor = options.get("--executor", options.get("-e", "local"))
+    profile = options.get("--profile") or os.environ.get("SNAKEMAKE_PROFILE")
+    if profile:
+        settings = Path(profile) / "config.yaml"
+        if not settings.is_file():
+            return False
+        executor = (yaml.safe_load(settings.read_text()) or {}).get("executor", executor)
+    return executor == "local"

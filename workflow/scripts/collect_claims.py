@@ -3,6 +3,10 @@
 Reads exactly the rule's named inputs: "<study>.<table>" (parquet) and "<study>.fit.<name>" (fit JSON).
 """
 
+from qscaling.worker import delegate
+
+delegate()  # run in the warm worker of `qscaling run` when there is one
+
 import importlib
 import os
 from pathlib import Path

@@ -1,5 +1,9 @@
 """Rule collect_learning_curves: concatenate the runs' evaluation tables, sorted (size, tokens)."""
 
+from qscaling.worker import delegate
+
+delegate()  # run in the warm worker of `qscaling run` when there is one
+
 import pandas as pd
 
 from qscaling.evaluate import write_table

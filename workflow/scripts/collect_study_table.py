@@ -1,5 +1,9 @@
 """Rule collect_study_table: a study's scored rows → its tidy table."""
 
+from qscaling.worker import delegate
+
+delegate()  # run in the warm worker of `qscaling run` when there is one
+
 import importlib
 
 import pandas as pd

@@ -1,5 +1,9 @@
 """Rule evaluate_run: validation loss of every checkpoint of a run → one tidy parquet table."""
 
+from qscaling.worker import delegate
+
+delegate()  # run in the warm worker of `qscaling run` when there is one
+
 import json
 from pathlib import Path
 

@@ -1,6 +1,10 @@
 """Rules fit_<study>: the study's laws fitted to its table → one JSON per fit (or the reason it failed), plus the
 tables its fits make."""
 
+from qscaling.worker import delegate
+
+delegate()  # run in the warm worker of `qscaling run` when there is one
+
 import importlib
 
 import pandas as pd

@@ -1,5 +1,9 @@
 """Rule import_hub_run: released checkpoints (one per revision) → our checkpoint format + run.json."""
 
+from qscaling.worker import delegate
+
+delegate()  # run in the warm worker of `qscaling run` when there is one
+
 from pathlib import Path
 
 from qscaling.checkpoint import write_json_atomic

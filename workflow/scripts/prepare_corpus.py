@@ -1,5 +1,9 @@
 """Rule prepare_corpus: documents → split → tokenizer → train.bin / val.bin."""
 
+from qscaling.worker import delegate
+
+delegate()  # run in the warm worker of `qscaling run` when there is one
+
 import json
 from pathlib import Path
 

@@ -1,5 +1,9 @@
 """Rule prepare_ood_set: a registry source tokenized with the corpus tokenizer → ood.bin."""
 
+from qscaling.worker import delegate
+
+delegate()  # run in the warm worker of `qscaling run` when there is one
+
 from tokenizers import Tokenizer
 
 from qscaling.data.corpus import registry_documents

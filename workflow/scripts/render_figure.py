@@ -4,6 +4,10 @@ a table target (`params.frame`, "module:name") also writes its rows as CSV.
 Inputs are loaded by `qscaling.figures.load_figure_inputs` (named .parquet → tables, .json → fits).
 """
 
+from qscaling.worker import delegate
+
+delegate()  # run in the warm worker of `qscaling run` when there is one
+
 import os
 from pathlib import Path
 

@@ -1,5 +1,9 @@
 """Rule report_fit_table: every fitted law of this run in one CSV for the HTML report."""
 
+from qscaling.worker import delegate
+
+delegate()  # run in the warm worker of `qscaling run` when there is one
+
 import os
 from pathlib import Path
 

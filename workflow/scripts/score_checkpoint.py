@@ -1,5 +1,9 @@
 """Rules score_<study>: one checkpoint scored by the study's scoring function → its rows and other tables."""
 
+from qscaling.worker import delegate
+
+delegate()  # run in the warm worker of `qscaling run` when there is one
+
 import json
 from pathlib import Path
 

@@ -1,5 +1,9 @@
 """Rules <study>_<job>: a table a study builds besides its scoring (qscaling.studies.Job)."""
 
+from qscaling.worker import delegate
+
+delegate()  # run in the warm worker of `qscaling run` when there is one
+
 from qscaling.figures import resolve_function
 from qscaling.provenance import job_context
 

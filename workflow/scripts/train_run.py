@@ -1,5 +1,9 @@
 """Rule train_run: train one run spec (resuming if interrupted), checkpoints at its milestones."""
 
+from qscaling.worker import delegate
+
+delegate()  # run in the warm worker of `qscaling run` when there is one
+
 from pathlib import Path
 
 from qscaling.device import resolve_device
