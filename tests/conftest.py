@@ -200,11 +200,11 @@ def interrupted_smoke_run(tmp_path_factory) -> InterruptedRun:
 
 @pytest.fixture(scope="session")
 def smoke_runs(tmp_path_factory, interrupted_smoke_run) -> list[Path]:
-    """Two complete smoke runs of the default target (shared by every end-to-end test): one straight through by
-    plain Snakemake, one by `qscaling run` killed a quarter of the way and resumed, its jobs in the warm worker.
-    Being identical, they show that reruns, resumes and the worker give the same bytes."""
+    """Two complete smoke runs of the default target by `qscaling run` (shared by every end-to-end test): one
+    straight through, one killed a quarter of the way and resumed. Being identical, they show that reruns and
+    resumes give the same bytes (test_pipeline runs a slice again by plain Snakemake, outside the warm worker)."""
     workdir = tmp_path_factory.mktemp("smoke_first")
-    result = run_snakemake(workdir)
+    result = run_snakemake(workdir, warm=True)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     return [workdir, interrupted_smoke_run.workdir]
 

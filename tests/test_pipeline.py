@@ -1,9 +1,12 @@
-"""End to end: the real Snakemake DAG at scale=smoke, twice from scratch; identical tables and figures."""
+"""End to end: the real Snakemake DAG at scale=smoke, twice from scratch; identical tables and figures, and the
+same bytes again from plain Snakemake, outside the warm worker."""
 
 import pandas as pd
 import pytest
 from conftest import run_snakemake
 from test_figure_content import as_points, assert_same_series, data_lines, draws_data, figure_record
+
+from qscaling.diff import diff_trees
 
 pytestmark = pytest.mark.slow
 
@@ -65,3 +68,37 @@ def test_a_finished_run_has_nothing_left_to_do(smoke_runs):
     result = run_snakemake(smoke_runs[0], "--dry-run")
     assert result.returncode == 0
     assert "Nothing to be done" in result.stdout + result.stderr
+
+
+def test_plain_snakemake_makes_the_same_bytes_as_the_warm_worker(smoke_runs, tmp_path):
+    """The smoke runs' jobs ran in the warm worker of `qscaling run`; a slice with every kind of job (corpus,
+    tokenizer, full-precision and QAT training, WSD branches, evaluation, PTQ and QAT scoring, a study table, a
+    fit, a data figure and a law figure) is made again by plain Snakemake, one interpreter per job."""
+    warm = smoke_runs[0]
+
+    def first_scored(study: str) -> str:
+        return sorted((warm / "results" / "ptq" / study).rglob("*.parquet"))[0].relative_to(warm).as_posix()
+
+    targets = [
+        "figures/common/learning_curves.png",
+        "figures/kumar2024/fig9.png",
+        "results/fits/ladder/chinchilla.json",
+        first_scored("kumar2024"),
+        first_scored("chen2025"),
+    ]
+    plain = tmp_path / "plain"
+    result = run_snakemake(plain, "--", *targets)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    made = [
+        path
+        for folder in ("results", "figures")
+        for path in sorted((plain / folder).rglob("*"))
+        if path.suffix in {".parquet", ".safetensors", ".png", ".bin"} and "provenance" not in path.parts
+    ]
+    assert {"chinchilla.json"} <= {p.name for p in (plain / "results" / "fits" / "ladder").iterdir()}
+    assert len(made) > 30 and any(p.suffix == ".safetensors" for p in made)
+    for path in made:
+        relative = path.relative_to(plain)
+        assert path.read_bytes() == (warm / relative).read_bytes(), relative
+    fit = "results/fits/ladder/chinchilla.json"
+    assert [d.status for d in diff_trees(warm, plain) if d.path == fit] == ["identical"]

@@ -136,3 +136,69 @@ class Planner:
     def trunk_of(self, run_id: str) -> str | None:
         plan = self.runs.get(run_id)
         return plan.spec.cooldown["trunk"] if plan and plan.spec.cooldown else None
+
+
+def trained_tokens(plan: RunPlan) -> int:
+    """Tokens a run trains itself: a cooldown branch only those after its branch point (its trunk trained the rest)."""
+    spec = plan.spec
+    start = spec.cooldown["start_tokens"] if spec.cooldown else 0
+    return spec.total_steps * spec.tokens_per_step - start
+
+
+def compute_reuse(planner: Planner, checkpoints: dict[str, set[tuple[str, int]]]) -> list[dict]:
+    """Per study: its scored checkpoints, and the runs only it needs (its checkpoints' runs and the trunks they
+    branch from, less those another study needs too) with the tokens they train; then "all": every run, against
+    one from-scratch run per scored checkpoint (N, D, precision, recipe) — the reuse ratio."""
+
+    def lineage(run_id: str) -> set[str]:
+        trunk = planner.trunk_of(run_id)
+        return {run_id, *(lineage(trunk) if trunk else ())} if run_id in planner.runs else set()
+
+    needs = {study: set().union(set(), *(lineage(run) for run, _ in points)) for study, points in checkpoints.items()}
+    rows = []
+    for study, points in checkpoints.items():
+        own = needs[study].difference(*(runs for other, runs in needs.items() if other != study))
+        rows.append(dict(study=study, checkpoints=len(points), runs=len(own),
+                         trained=sum(trained_tokens(planner.runs[run]) for run in own)))  # fmt: skip
+    every = set().union(*checkpoints.values())
+    trained = sum(trained_tokens(plan) for plan in planner.runs.values())
+    from_scratch = sum(tokens for run, tokens in every if run in planner.runs)
+    rows.append(dict(study="all", checkpoints=len(every), runs=len(planner.runs), trained=trained,
+                     from_scratch=from_scratch, reuse=from_scratch / trained if trained else float("nan")))  # fmt: skip
+    return rows
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--scale", default="default", help="config preset (default: default)")
+    parser.add_argument("--configfile", default=None, help="config YAML (default: the embedded config.yaml)")
+
+
+def run(args) -> int:
+    """`qscaling plan`: the runs a config trains and how much training its cooldown branches and shared specs save."""
+    from pathlib import Path
+
+    import yaml
+
+    from qscaling.config import corpus_id, resolve_config
+    from qscaling.studies import learning_curve_runs, plan_all
+
+    path = Path(args.configfile or Path(__file__).resolve().parents[2] / "config.yaml")
+    config = resolve_config({**yaml.safe_load(path.read_text()), "scale": args.scale})
+    planner, evaluations = plan_all(config, corpus_id(config))
+    checkpoints = {study: {(e.run, e.tokens) for e in found} for study, found in evaluations.items()}
+    checkpoints["learning curves"] = {
+        (run, tokens) for run in learning_curve_runs(config, planner) for tokens in planner.runs[run].milestones
+    }
+    branches = sum(1 for plan in planner.runs.values() if plan.spec.cooldown)
+    print(f"{args.scale}: {len(planner.runs)} runs ({len(planner.runs) - branches} from scratch, {branches} cooldown "
+          f"branches), {len(planner.hub_runs)} imported")  # fmt: skip
+    print(f"{'':<16} {'checkpoints':>11} {'own runs':>8} {'tokens they train':>18}")
+    *studies, total = compute_reuse(planner, checkpoints)
+    for row in studies:
+        print(f"{row['study']:<16} {row['checkpoints']:>11} {row['runs']:>8} {row['trained'] / 1e6:>17.1f}M")
+    print(f"{'shared by several':<16} {'':>11} {total['runs'] - sum(r['runs'] for r in studies):>8} "
+          f"{(total['trained'] - sum(r['trained'] for r in studies)) / 1e6:>17.1f}M")  # fmt: skip
+    print(f"{'all':<16} {total['checkpoints']:>11} {total['runs']:>8} {total['trained'] / 1e6:>17.1f}M")
+    print(f"compute reuse {total['reuse']:.2f}x: one from-scratch run per scored checkpoint (N, D, precision, recipe) "
+          f"would train {total['from_scratch'] / 1e6:.1f}M tokens")  # fmt: skip
+    return 0

@@ -1,0 +1,35 @@
+"""`qscaling plan`: how many tokens the planned runs train, and how much the cooldown branches and specs shared
+between studies save against one from-scratch run per scored checkpoint."""
+
+import subprocess
+import sys
+
+from qscaling.config import corpus_id
+from qscaling.plan import compute_reuse, trained_tokens
+from qscaling.studies import plan_all
+
+
+def test_a_branch_trains_only_its_cooldown_and_the_reuse_ratio_counts_every_run_once(default_config):
+    planner, evaluations = plan_all(default_config, corpus_id(default_config))
+    branch = next(plan for plan in planner.runs.values() if plan.spec.cooldown)
+    start, trunk = branch.spec.cooldown["start_tokens"], planner.runs[branch.spec.cooldown["trunk"]]
+    assert trained_tokens(branch) == branch.spec.total_steps * branch.spec.tokens_per_step - start
+    assert trained_tokens(trunk) == trunk.spec.total_steps * trunk.spec.tokens_per_step > start
+
+    checkpoints = {study: {(e.run, e.tokens) for e in found} for study, found in evaluations.items()}
+    *studies, total = compute_reuse(planner, checkpoints)
+    assert total["trained"] == sum(trained_tokens(plan) for plan in planner.runs.values())
+    assert total["from_scratch"] == sum(tokens for run, tokens in set().union(*checkpoints.values()))
+    assert total["reuse"] == total["from_scratch"] / total["trained"] > 1
+    # A run counts as a study's own only if no other study needs it (nor a trunk of it).
+    assert sum(row["runs"] for row in studies) < total["runs"]
+    chen = next(row for row in studies if row["study"] == "chen2025")
+    assert chen["runs"] > 0 and all(row["trained"] >= 0 for row in studies)
+
+
+def test_the_plan_command_prints_the_reuse_ratio():
+    result = subprocess.run(
+        [sys.executable, "-m", "qscaling.cli", "plan", "--scale", "smoke"], capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.startswith("smoke: ") and "compute reuse " in result.stdout
