@@ -189,3 +189,12 @@ def test_snakemake_hands_a_one_thread_job_to_the_worker_and_runs_a_two_thread_jo
         result.stdout
     )
     assert "OMP_NUM_THREADS" in result.stdout
+
+
+def test_bench_dag_runs_the_workflow_both_ways_and_compares_their_artifacts():
+    command = [sys.executable, "-m", "qscaling.cli", "bench", "dag", "figures/kumar2024/fig9.png"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stdout.splitlines()
+    assert [line.split()[0] for line in lines[1:3]] == ["plain", "qscaling"]
+    assert lines[-1].startswith("qscaling run / plain snakemake: ") and lines[-1].endswith("artifacts identical")

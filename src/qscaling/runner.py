@@ -81,13 +81,13 @@ def prepare(directory: Path, snakemake_args: list[str]) -> bool:
         raise DirectoryBusy(
             f"{directory} is in use by a running Snakemake ({listed}); wait for it to finish or stop it first"
         )
-    unlock = subprocess.run(_snakemake(snakemake_args, "--unlock"), capture_output=True, text=True)
+    unlock = subprocess.run(snakemake_command(snakemake_args, "--unlock"), capture_output=True, text=True)
     if unlock.returncode != 0:
         raise DirectoryBusy(f"{directory}: snakemake --unlock failed: {unlock.stderr.strip().splitlines()[-1:]}")
     return True
 
 
-def _snakemake(snakemake_args: list[str], *extra: str) -> list[str]:
+def snakemake_command(snakemake_args: list[str], *extra: str) -> list[str]:
     """The Snakemake command line: this workflow's Snakefile unless the arguments name one."""
     given = any(a in ("-s", "--snakefile") or a.startswith("--snakefile=") for a in snakemake_args)
     snakefile = [] if given else ["--snakefile", str(SNAKEFILE)]
@@ -115,7 +115,7 @@ def run(args) -> int:
         )
     local = runs_jobs_here(snakemake_args)
     with worker.started(enabled=local) as warm:
-        returncode = subprocess.run(_snakemake(snakemake_args, "--rerun-incomplete"), env=warm.env).returncode
+        returncode = subprocess.run(snakemake_command(snakemake_args, "--rerun-incomplete"), env=warm.env).returncode
     if local:
         print(f"qscaling run: {warm.summary()}", flush=True)
     return returncode

@@ -9,24 +9,32 @@ arguments, working directory, environment and standard streams, and the job exit
 A job still runs in a process of its own that shares nothing with the others but the imported modules, so its
 outputs are byte-identical. It runs in its own interpreter instead, as with plain `snakemake`, when there is no
 worker (plain `snakemake`, a cluster executor), when the worker cannot be reached, or when its environment differs
-from the worker's in anything but the temporary directory: another thread count (a rule with `threads: 2`), CPU
-code path or interpreter, all of which torch and BLAS read when they are imported.
+from the worker's in more than what is set per job (its temporary directory, the shell's own variables): another
+thread count (a rule with `threads: 2`), CPU code path or interpreter, all of which torch and BLAS read when they
+are imported.
 
 Signals sent to a job reach the copy running it; a job whose own process dies is killed in the worker too.
 Snakemake's `benchmark:` files keep a delegated job's wall time; its CPU time and memory are the copy's, which
 the benchmark does not see.
 
-    python -m qscaling.worker SOCKET     (what `qscaling run` starts; `started()` below)
+    python -m qscaling.worker SOCKET PARENT_FD READY_FD     (what `started()` below runs for `qscaling run`)
 """
 
+import atexit
 import contextlib
+import importlib
 import json
 import os
+import pkgutil
+import runpy
+import selectors
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -125,9 +133,6 @@ def worker_environment(base: dict) -> dict:
 
 
 def _warm_up() -> None:
-    import importlib
-    import pkgutil
-
     import qscaling
 
     # A module that cannot be imported here (an optional backend) is left for the job that needs it to report.
@@ -155,8 +160,6 @@ def _run_job(request: dict, streams: list[int], inherited: list[int], import_eff
         sys.argv = list(request["argv"])
         script = os.path.abspath(sys.argv[0])
         sys.path[0] = os.path.dirname(script)
-        import runpy
-
         runpy.run_path(script, run_name="__main__")
         code = 0
     except SystemExit as exit_:
@@ -165,12 +168,8 @@ def _run_job(request: dict, streams: list[int], inherited: list[int], import_eff
         else:
             print(exit_.code, file=sys.stderr)
     except BaseException:
-        import traceback
-
         traceback.print_exc()
     finally:
-        import atexit
-
         # What a finishing interpreter runs (logging's flush among them), then no return into the worker's loop.
         atexit._run_exitfuncs()
         for stream in (sys.stdout, sys.stderr):
@@ -182,8 +181,6 @@ def _run_job(request: dict, streams: list[int], inherited: list[int], import_eff
 def serve(address: str, parent_fd: int | None = None, ready_fd: int | None = None) -> None:
     """Listen on `address` (then close `ready_fd`), import the warm modules, fork a copy per job until `parent_fd`
     closes. `<address>.json` says how many jobs it ran and refused so far."""
-    import selectors
-
     global _serving
     _serving = True
     # Ctrl-C reaches every process of the terminal's group: the jobs stop, the worker waits for them.
@@ -221,7 +218,8 @@ def serve(address: str, parent_fd: int | None = None, ready_fd: int | None = Non
             kind, pid = key.data
             if kind == "listener":
                 _accept(listener, selector, jobs, own_env, import_effects, tally)
-                Path(f"{address}.json").write_text(json.dumps(tally))
+                Path(f"{address}.json.tmp").write_text(json.dumps(tally))
+                os.replace(f"{address}.json.tmp", f"{address}.json")
             elif kind == "exited":
                 finish(pid)
             elif kind == "client" and pid in jobs:
@@ -238,8 +236,6 @@ def serve(address: str, parent_fd: int | None = None, ready_fd: int | None = Non
 
 def _accept(listener: socket.socket, selector, jobs: dict, own_env: dict, import_effects: dict, tally: dict) -> None:
     """Take one job: refuse it (it then runs in its own interpreter) or fork a copy that runs it."""
-    import selectors
-
     connection, _ = listener.accept()
     try:
         message, streams, _, _ = socket.recv_fds(connection, MAX_MESSAGE, len(STANDARD_STREAMS))
@@ -316,21 +312,15 @@ def started(enabled: bool = True):
     try:
         yield worker
     finally:
-        # Snakemake has finished, and with it every job: a worker still importing has nothing left to do.
+        # Snakemake has finished, and with it every job: nothing is left for the worker (perhaps still importing).
         os.close(write_end)
-        try:
-            process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        process.kill()
+        process.wait()
         report = Path(f"{address}.json")
         if report.is_file():
             tally = json.loads(report.read_text())
             worker.served, worker.refused, worker.differing = tally["served"], tally["refused"], tally["differing"]
-        for leftover in (report, Path(address)):
-            leftover.unlink(missing_ok=True)
-        with contextlib.suppress(OSError):
-            os.rmdir(directory)
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 if __name__ == "__main__":
