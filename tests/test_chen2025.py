@@ -266,6 +266,27 @@ def test_an_effect_within_the_seed_noise_floor_is_inconclusive_however_tight_its
     assert noisy[d_term]["verdict"] == "inconclusive" and "mean |δ_W4A4|" in noisy[d_term]["statistic"]
 
 
+def test_weight_error_outgrowing_activation_error_needs_free_exponents_and_an_effect_above_the_seed_noise():
+    text = "Weight error grows faster with D than activation error (γ_D of W4A16 > γ_D of W16A4)"
+    settings = {**SETTINGS, "cells": [{"precisions": ["W4A4", "W4A16", "W16A4"], "sizes": [], "groups": []}]}
+
+    def rows(activation_params, seeds):
+        weights = synthetic_table({**TRUE, "gamma_D": 0.4}).assign(precision="W4A16")
+        activations = synthetic_table(activation_params).assign(precision="W16A4")
+        table = seeded(pd.concat([synthetic_table(), weights, activations], ignore_index=True), seeds)
+        fits = {name: fit for name, fit in study.fit_laws(table, settings).items() if not isinstance(fit, str)}
+        tables = {"table": table, "activations": None, "decomposition": study.decomposition(table, settings)}
+        return {row["claim"]: row for row in study.claims(tables, fits, settings)}[text]
+
+    grows_slower = {**TRUE, "gamma_D": 0.05}
+    assert rows(grows_slower, [0.01, 0.0101, 0.0099])["verdict"] == "reproduced"
+    noisy = rows(grows_slower, [0.0, 50.0, 100.0])
+    assert noisy["verdict"] == "inconclusive" and "largest effect of D over the grid" in noisy["statistic"]
+    # Activation error falling with D puts its γ_D on the bound 0: a difference from a clamped exponent says nothing.
+    pinned = rows({**TRUE, "gamma_D": -0.2}, [0.01, 0.0101, 0.0099])
+    assert pinned["verdict"] == "inconclusive" and "W16A4's γ_D at its bound" in pinned["statistic"]
+
+
 def test_the_reduced_laws_hold_their_exponents_at_0_and_predict_worse_where_d_and_g_matter():
     from qscaling.figures.chen2025 import table2_frame
 

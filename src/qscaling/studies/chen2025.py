@@ -535,7 +535,7 @@ def claims(tables: dict, fits: dict, settings: dict) -> list[dict]:
             continue
         row = positive_parameter_claim(STUDY, text, fit, name, paper=law.QAT.paper_params["W4A4"][name])
         out.append(_floored(row, _effect_across(grid_rows(table, settings, "W4A4"), fit, variable), sigma, noise))
-    out.append(_weights_vs_activations_claim(fits))
+    out.append(_weights_vs_activations_claim(table, fits, settings, sigma, noise))
     out.append(_fc2_claim(table, settings, sigma, noise))
     out.append(_kurtosis_claim(tables.get("activations")))
     decomposition_row = _decomposition_claim(decomposition(table, settings), settings)
@@ -566,17 +566,29 @@ def _floored(row: dict, effect: float, sigma: float, noise: str, what: str = "ef
     return row
 
 
-def _weights_vs_activations_claim(fits: dict) -> dict:
+def _weights_vs_activations_claim(table: pd.DataFrame, fits: dict, settings: dict, sigma: float, noise: str) -> dict:
+    """γ_D(W4A16) − γ_D(W16A4): inconclusive where either exponent is not a free fitted value, or where neither
+    precision's fitted δ moves with D by more than the seed noise over the grid."""
     text = "Weight error grows faster with D than activation error (γ_D of W4A16 > γ_D of W16A4)"
-    weights, activations = fits.get("qat_W4A16"), fits.get("qat_W16A4")
-    if weights is None or activations is None:
+    precisions = {"W4A16": fits.get("qat_W4A16"), "W16A4": fits.get("qat_W16A4")}
+    if None in precisions.values():
         return claim(STUDY, text, statistic="no W4A16 or W16A4 fit", ci="", verdict=INCONCLUSIVE)
+    pinned = [
+        f"{precision}'s γ_D {'held at the paper value' if fit.held_fixed('gamma_D') else 'at its bound'}"
+        for precision, fit in precisions.items()
+        if fit.held_fixed("gamma_D") or fit.at_bound("gamma_D")
+    ]
+    weights, activations = precisions.values()
+    paper = law.QAT.paper_params["W4A16"]["gamma_D"] - law.QAT.paper_params["W16A4"]["gamma_D"]
+    if pinned:
+        values = ", ".join(f"{p} {f.params['gamma_D']:.3f}" for p, f in precisions.items())
+        statistic = f"γ_D {values}: {'; '.join(pinned)}"
+        return claim(STUDY, text, statistic=statistic, ci="", verdict=INCONCLUSIVE, paper=paper, magnitude=INCONCLUSIVE)
     difference = weights.params["gamma_D"] - activations.params["gamma_D"]
     low = weights.ci["gamma_D"][0] - activations.ci["gamma_D"][1]
     high = weights.ci["gamma_D"][1] - activations.ci["gamma_D"][0]
-    paper = law.QAT.paper_params["W4A16"]["gamma_D"] - law.QAT.paper_params["W16A4"]["gamma_D"]
     verdict = "reproduced" if low > 0 else ("not reproduced" if high < 0 else INCONCLUSIVE)
-    return claim(
+    row = claim(
         STUDY,
         text,
         statistic=f"γ_D difference = {difference:.3f} (W4A16 {weights.params['gamma_D']:.3f}, "
@@ -586,6 +598,8 @@ def _weights_vs_activations_claim(fits: dict) -> dict:
         paper=paper,
         magnitude=magnitude_from_interval(low, high, paper),
     )
+    effect = max(_effect_across(grid_rows(table, settings, p), fit, "D") for p, fit in precisions.items())
+    return _floored(row, effect, sigma, noise, what="largest effect of D over the grid")
 
 
 def _fc2_claim(table: pd.DataFrame, settings: dict, sigma: float, noise: str) -> dict:
