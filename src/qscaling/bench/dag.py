@@ -26,11 +26,12 @@ def job_seconds(workdir: Path) -> tuple[int, float]:
 
 
 def run(args) -> int:
-    common = ["--cores", str(args.cores), "--config", f"scale={args.scale}"]
+    # Targets first: after `--config` Snakemake would read them as more config items.
+    common = [*args.targets, "--cores", str(args.cores), "--config", f"scale={args.scale}"]
     ways = {
-        "plain snakemake": lambda workdir: snakemake_command(["--directory", str(workdir), *common, *args.targets]),
-        "qscaling run": lambda workdir: [sys.executable, "-m", "qscaling.cli", "run", "--directory", str(workdir),
-                                         *common, *args.targets],
+        "plain snakemake": lambda workdir: snakemake_command([*common, "--directory", str(workdir)]),
+        "qscaling run": lambda workdir: [sys.executable, "-m", "qscaling.cli", "run", *common, "--directory",
+                                         str(workdir)],
     }  # fmt: skip
     workdirs, walls = {}, {}
     print(f"{'':<16} {'wall':>9} {'jobs':>5} {'job time':>10} {'cores busy':>10}")
