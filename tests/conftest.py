@@ -120,37 +120,18 @@ def run_snakemake(
     if warm:
         command = [*qscaling_run_command(workdir, scale), *args]
     else:
-        command = [
-            sys.executable,
-            "-m",
-            "snakemake",
-            "-s",
-            str(REPO_ROOT / "Snakefile"),
-            "--directory",
-            str(workdir),
-            "--cores",
-            "2",
-            "--config",
-            f"scale={scale}",
-            *args,
-        ]
+        snakefile = ["-s", str(REPO_ROOT / "Snakefile")]
+        command = [sys.executable, "-m", "snakemake", *snakefile, *workflow_arguments(workdir, scale), *args]
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
+
+
+def workflow_arguments(workdir: Path, scale: str) -> list[str]:
+    return ["--directory", str(workdir), "--cores", "2", "--config", f"scale={scale}"]
 
 
 def qscaling_run_command(workdir: Path, scale: str = "smoke") -> list[str]:
     """`qscaling run` (what `make figures` calls) on the smoke target in `workdir`."""
-    return [
-        sys.executable,
-        "-m",
-        "qscaling.cli",
-        "run",
-        "--directory",
-        str(workdir),
-        "--cores",
-        "2",
-        "--config",
-        f"scale={scale}",
-    ]
+    return [sys.executable, "-m", "qscaling.cli", "run", *workflow_arguments(workdir, scale)]
 
 
 @dataclass
