@@ -154,7 +154,7 @@ def compute_reuse(planner: Planner, checkpoints: dict[str, set[tuple[str, int]]]
         trunk = planner.trunk_of(run_id)
         return {run_id, *(lineage(trunk) if trunk else ())} if run_id in planner.runs else set()
 
-    needs = {study: set().union(set(), *(lineage(run) for run, _ in points)) for study, points in checkpoints.items()}
+    needs = {study: set().union(*(lineage(run) for run, _ in points)) for study, points in checkpoints.items()}
     rows = []
     for study, points in checkpoints.items():
         own = needs[study].difference(*(runs for other, runs in needs.items() if other != study))
