@@ -33,7 +33,8 @@ def test_smoke_run_builds_every_study_figure_and_the_claims(smoke_runs):
         "kumar2024/fig19",
         *(f"ouyang2024/fig{n}" for n in (1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12)),
         "ouyang2024/table1",
-        "sun2025/fig5",
+        *(f"sun2025/fig{n}" for n in (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14)),
+        "sun2025/table2",
         *(
             f"chen2025/{name}"
             for name in ("fig1", "fig4", "fig5", "fig6", "fig7", "fig8", "fig9", "fig16", "table1", "table2")
@@ -42,7 +43,7 @@ def test_smoke_run_builds_every_study_figure_and_the_claims(smoke_runs):
         figure = first / "figures" / f"{target}.png"
         assert figure.read_bytes()[:4] == b"\x89PNG" and draws_data(figure_record(figure)), target
     claims = pd.read_csv(first / "results" / "claims.csv")
-    assert set(claims["study"]) == {"ladder", "kumar2024", "ouyang2024", "ahmadian2023", "chen2025"}
+    assert set(claims["study"]) == {"ladder", "kumar2024", "ouyang2024", "ahmadian2023", "chen2025", "sun2025"}
     assert set(claims["verdict"]) <= {"reproduced", "not reproduced", "inconclusive"}
     assert (claims["scale"] == "smoke").all()
     kumar = pd.read_parquet(first / "results" / "tables" / "kumar2024.parquet")
@@ -51,6 +52,11 @@ def test_smoke_run_builds_every_study_figure_and_the_claims(smoke_runs):
     chen = pd.read_parquet(first / "results" / "tables" / "chen2025.parquet")
     assert {"W4A4", "W4A16", "W16A4", "W4A4_FC2_8bit"} == set(chen["precision"])
     assert (chen["windows"] > 0).all() and chen["delta"].notna().all()
+    sun = pd.read_parquet(first / "results" / "tables" / "sun2025.parquet")
+    assert {"", "P1", "P2", "P3", "P4", "P5", "P6", "P2+P4+P6"} == set(sun["inputs"])
+    assert {"fit", "validation"} == set(sun["split"]) and {"4", "8", "channel", "tensor"} == set(sun["block"])
+    quantized = sun[sun["format"] != "fp32"]
+    assert (quantized["windows"] > 0).all() and quantized["delta"].notna().all()
 
 
 def test_two_fresh_smoke_runs_give_identical_tables_and_figures(smoke_runs):

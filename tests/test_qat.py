@@ -137,6 +137,38 @@ def test_backward_specs_quantize_the_backward_gemm_inputs():
     assert not torch.allclose(grad_x, (upstream.reshape(-1, 24) @ weight).reshape(3, 5, 40))
 
 
+@pytest.mark.parametrize("gemms", ["dx", "dw"])
+def test_grad_output_can_be_quantized_for_one_backward_gemm_only(gemms):
+    # Sun et al.'s P3 (dY in dX = dY·W) and P5 (dY in dW = dYᵀ·X) are separate GEMM inputs.
+    x, weight, b = _linear_inputs(True)
+    upstream = torch.randn(3, 5, 24)
+    spec = parse_spec("fp:e1m1:b8")
+    precision = LinearPrecision(backward_grad_output=spec, grad_output_gemms=gemms)
+    grad_x, grad_w, grad_b = torch.autograd.grad(
+        QuantizedLinearFunction.apply(x, weight, b, precision), [x, weight, b], upstream
+    )
+    plain, quantized = upstream.reshape(-1, 24), quantize(upstream, spec).reshape(-1, 24)
+    for_x, for_w = (quantized, plain) if gemms == "dx" else (plain, quantized)
+    assert torch.equal(grad_x, (for_x @ weight).reshape(3, 5, 40))
+    torch.testing.assert_close(grad_w, for_w.T @ x.reshape(-1, 40))
+    assert torch.equal(grad_b, plain.sum(0))
+    both = torch.autograd.grad(
+        QuantizedLinearFunction.apply(x, weight, b, LinearPrecision(backward_grad_output=spec)), [x, weight], upstream
+    )
+    assert not torch.equal((grad_x, grad_w)[gemms == "dx"], both[gemms == "dx"])
+
+
+def test_grad_output_gemms_enters_the_canonical_precision_only_when_it_narrows():
+    base = {"backward_grad_output": "fp:e1m1:b8"}
+    assert "grad_output_gemms" not in canonical_training_precision({**base, "grad_output_gemms": "both"})
+    assert canonical_training_precision({**base, "grad_output_gemms": "dw"})["grad_output_gemms"] == "dw"
+    assert training_precision_label({**base, "grad_output_gemms": "dx"}) == "bwd dY fp:e1m1:b8 · bwd dY in dX only"
+    with pytest.raises(ValueError, match=r"grad_output_gemms: 'dx' chooses .* no backward_grad_output is set"):
+        canonical_training_precision({"grad_output_gemms": "dx"})
+    with pytest.raises(ValueError, match=r"grad_output_gemms: got 'dy', valid: both, dx, dw"):
+        canonical_training_precision({**base, "grad_output_gemms": "dy"})
+
+
 def test_canonical_precision_fills_defaults_and_sorts():
     canonical = canonical_training_precision({"activations": "INT4:g128", "weights": "int4:g128:sym"})
     assert canonical == {

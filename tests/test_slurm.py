@@ -32,7 +32,15 @@ DAEMONS = ("munged", "slurmctld", "slurmd")
 CLIENTS = ("sbatch", "squeue", "sinfo", "srun", "scancel")
 CTLD_PORT, SLURMD_PORT = 16817, 16818
 # Rules the profile sends to a GPU; the sbatch calls of their jobs must ask for one.
-GPU_RULES = ("train_run", "score_ladder", "score_kumar2024", "score_ouyang2024", "score_ahmadian2023", "score_chen2025")
+GPU_RULES = (
+    "train_run",
+    "score_ladder",
+    "score_kumar2024",
+    "score_ouyang2024",
+    "score_ahmadian2023",
+    "score_chen2025",
+    "score_sun2025",
+)
 
 
 def missing_requirement() -> str | None:

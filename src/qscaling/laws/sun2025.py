@@ -19,12 +19,12 @@ TABLE2 = {
 }  # fmt: skip
 
 
-def _data_size_terms(p, x):
+def data_size_terms(p, x):
     """n/N^α + d/D^β + ε, the BF16 part shared by every law here (Chinchilla form, Sec. 3.1)."""
     return p["n"] / x["N"] ** p["alpha"] + p["d"] / x["D"] ** p["beta"] + p["epsilon"]
 
 
-def _precision_weight(p, x):
+def precision_weight(p, x):
     """D^β / N^α: the precision penalty grows with data and shrinks with size (Sec. 3.4)."""
     return x["D"] ** p["beta"] / x["N"] ** p["alpha"]
 
@@ -32,22 +32,22 @@ def _precision_weight(p, x):
 def capybara_loss(p, x):
     """L = n/N^α + d/D^β + ε + (D^β/N^α) · log2(B) / (γ (E+0.5)^δ (M+0.5)^ν)  (Eq. 7, "Capybara")."""
     format_term = p["gamma"] * (x["E"] + 0.5) ** p["delta"] * (x["M"] + 0.5) ** p["nu"]
-    return _data_size_terms(p, x) + _precision_weight(p, x) * np.log2(x["B"]) / format_term
+    return data_size_terms(p, x) + precision_weight(p, x) * np.log2(x["B"]) / format_term
 
 
 def exponent_loss(p, x):
     """The exponent-only law: mantissa and block fixed, so they fold into γ_E  (Sec. 3.2, Fig. 9 left)."""
-    return _data_size_terms(p, x) + _precision_weight(p, x) / (p["gamma_E"] * (x["E"] + 0.5) ** p["delta"])
+    return data_size_terms(p, x) + precision_weight(p, x) / (p["gamma_E"] * (x["E"] + 0.5) ** p["delta"])
 
 
 def mantissa_loss(p, x):
     """The mantissa-only law: exponent and block fixed, folded into γ_M  (Sec. 3.3, Fig. 9 right)."""
-    return _data_size_terms(p, x) + _precision_weight(p, x) / (p["gamma_M"] * (x["M"] + 0.5) ** p["nu"])
+    return data_size_terms(p, x) + precision_weight(p, x) / (p["gamma_M"] * (x["M"] + 0.5) ** p["nu"])
 
 
 def block_loss(p, x):
     """The block-size law: format fixed, folded into γ_B; penalty ∝ log2 B  (Sec. 3.4, Fig. 3)."""
-    return _data_size_terms(p, x) + _precision_weight(p, x) * np.log2(x["B"]) / p["gamma_B"]
+    return data_size_terms(p, x) + precision_weight(p, x) * np.log2(x["B"]) / p["gamma_B"]
 
 
 _BASE_PARAMS = (
@@ -178,7 +178,7 @@ def loss_at_precision(params, N, D, P, block_size):
     """Capybara loss at P total bits split optimally between exponent and mantissa."""
     x = {"N": N, "D": D}
     penalty = np.log2(block_size) / (params["gamma"] * _best_split_factor(params, P))
-    return _data_size_terms(params, x) + _precision_weight(params, x) * penalty
+    return data_size_terms(params, x) + precision_weight(params, x) * penalty
 
 
 def optimal_precision_fixed_size(params, compute, N, block_size=128):
@@ -196,7 +196,8 @@ def optimal_precision_fixed_data(params, D, block_size=128):
     a, dl, nu = params["alpha"], params["delta"], params["nu"]
     c = _best_split_factor(params, 1.0)
     rhs = (dl + nu - a) / a * np.asarray(D, dtype=float) ** params["beta"] * np.log2(block_size)
-    return (rhs / (params["gamma"] * c * params["n"])) ** (1 / (dl + nu))
+    with np.errstate(invalid="ignore"):  # δ + ν ≤ α: no optimum (NaN), as a fit with ν on its 0 bound can give
+        return (rhs / (params["gamma"] * c * params["n"])) ** (1 / (dl + nu))
 
 
 def optimal_precision_joint(params, compute, block_size=128) -> tuple[float, float, float]:

@@ -7,6 +7,8 @@ A training precision is a dict (the run spec's `training_precision`); every fiel
     backward_weight            W in dX = dY·W   (Sun et al. "P4")
     backward_activation        X in dW = dYᵀ·X  (Sun et al. "P6")
     backward_grad_output       dY in both backward GEMMs (Sun et al. "P3"/"P5")
+    grad_output_gemms          which backward GEMMs `backward_grad_output` quantizes dY for: "both" (default),
+                               "dx" (dX = dY·W only, Sun et al.'s P3) or "dw" (dW = dYᵀ·X only, P5)
     ste                        "clipped" (default): zero gradient where the forward quantizer clamped the
                                value; "identity": pass every gradient through
     exclude                    roles left in full precision (default ["lm_head"])
@@ -58,13 +60,14 @@ TENSOR_FIELDS = (
     "backward_grad_output",
 )
 STE_MODES = ("clipped", "identity")
+GRAD_OUTPUT_GEMMS = ("both", "dx", "dw")
 DEFAULT_EXCLUDE = ("lm_head",)
 QUANTIZERS = {"weights": WEIGHT_QUANTIZERS, "activations": ACTIVATION_QUANTIZERS}
 # The LinearPrecision field naming each tensor's quantizer.
 QUANTIZER_ATTRIBUTES = {"weights": "weight_quantizer", "activations": "activation_quantizer"}
 # The backward field that would re-quantize the latent tensor a learned quantizer stands for.
 LATENT_REQUANTIZED = {"weights": "backward_weight", "activations": "backward_activation"}
-FIELDS = (*TENSOR_FIELDS, "ste", "exclude", "overrides", "quantizer")
+FIELDS = (*TENSOR_FIELDS, "ste", "exclude", "overrides", "quantizer", "grad_output_gemms")
 
 
 def _canonical_spec(value, where: str) -> str | None:
@@ -124,7 +127,8 @@ def canonical_training_precision(precision: dict | None) -> dict:
     """The validated precision with every default filled in and keys sorted: part of a run's identity.
 
     None (full-precision training) gives the all-null precision, so both spellings hash alike. `quantizer` appears
-    only when a learned one is chosen, so every precision written before it existed keeps its run id.
+    only when a learned one is chosen, and `grad_output_gemms` only when it is not "both", so every precision
+    written before they existed keeps its run id.
     """
     precision = {} if precision is None else precision
     if not isinstance(precision, dict):
@@ -158,6 +162,18 @@ def canonical_training_precision(precision: dict | None) -> dict:
     quantizer = _canonical_quantizer(precision.get("quantizer") or {}, canonical)
     if set(quantizer.values()) != {"absmax"}:
         canonical["quantizer"] = quantizer
+    gemms = precision.get("grad_output_gemms", "both")
+    if gemms not in GRAD_OUTPUT_GEMMS:
+        raise ValueError(f"training_precision.grad_output_gemms: got {gemms!r}, valid: {', '.join(GRAD_OUTPUT_GEMMS)}")
+    if gemms != "both":
+        if canonical["backward_grad_output"] is None and not any(
+            specs.get("backward_grad_output") for specs in canonical["overrides"].values()
+        ):
+            raise ValueError(
+                f"training_precision.grad_output_gemms: {gemms!r} chooses where backward_grad_output quantizes dY, "
+                "but no backward_grad_output is set"
+            )
+        canonical["grad_output_gemms"] = gemms
     return dict(sorted(canonical.items()))
 
 
@@ -198,6 +214,8 @@ def training_precision_label(precision: dict | None, autocast: str | None = None
         f"{FIELD_LABELS[field]} {learned[field]}" for field in QUANTIZERS if learned.get(field, "absmax") != "absmax"
     ]
     parts += [f"{role}({', '.join(_tensor_labels(specs))})" for role, specs in overrides.items()]
+    if "grad_output_gemms" in canonical:
+        parts.append(f"bwd dY in d{canonical['grad_output_gemms'][1].upper()} only")
     if canonical["exclude"] != list(DEFAULT_EXCLUDE):
         parts.append(f"exclude {','.join(canonical['exclude']) or 'none'}")
     if canonical["ste"] != "clipped":
@@ -224,6 +242,7 @@ class LinearPrecision:
     backward_activation: object = None
     backward_grad_output: object = None
     clipped_ste: bool = True
+    grad_output_gemms: str = "both"  # one of GRAD_OUTPUT_GEMMS
     weight_quantizer: str = "absmax"  # one of learnable.WEIGHT_QUANTIZERS
     activation_quantizer: str = "absmax"  # one of learnable.ACTIVATION_QUANTIZERS
 
@@ -357,15 +376,20 @@ class QuantizedLinearFunction(torch.autograd.Function):
     def backward(ctx, grad_output):
         x_backward, w_backward, *saved_masks = ctx.saved_tensors
         masks = [saved_masks.pop(0) if present else None for present in ctx.mask_present]
-        grad = _quantize_or_keep(grad_output, ctx.precision.backward_grad_output)
-        grad_2d = grad.reshape(-1, grad.shape[-1])
+        quantized = _quantize_or_keep(grad_output, ctx.precision.backward_grad_output)
+        gemms = ctx.precision.grad_output_gemms
+        grad_for_x = quantized if gemms in ("both", "dx") else grad_output
+        grad_for_w = quantized if gemms in ("both", "dw") else grad_output
+        grad_shape = grad_output.shape
         grad_x = grad_w = grad_b = None
         if ctx.needs_input_grad[0]:
-            grad_x = grad_2d.mm(w_backward).reshape(*grad.shape[:-1], w_backward.shape[1])
+            grad_x = (
+                grad_for_x.reshape(-1, grad_shape[-1]).mm(w_backward).reshape(*grad_shape[:-1], w_backward.shape[1])
+            )
             grad_x = grad_x if masks[0] is None else grad_x * masks[0]
         if ctx.needs_input_grad[1]:
             # (Xᵀ·dY)ᵀ, the order addmm's backward uses for the transposed weight.
-            grad_w = x_backward.reshape(-1, x_backward.shape[-1]).t().mm(grad_2d).t()
+            grad_w = x_backward.reshape(-1, x_backward.shape[-1]).t().mm(grad_for_w.reshape(-1, grad_shape[-1])).t()
             grad_w = grad_w if masks[1] is None else grad_w * masks[1]
         if ctx.has_bias and ctx.needs_input_grad[2]:
             grad_b = grad_output.reshape(-1, grad_output.shape[-1]).sum(0)
@@ -442,7 +466,8 @@ def linear_precision(canonical: dict, role: str) -> LinearPrecision:
         for field, name in canonical.get("quantizer", {}).items()
         if parsed[field] is not None
     }
-    return LinearPrecision(**parsed, clipped_ste=canonical["ste"] == "clipped", **learned)
+    gemms = canonical.get("grad_output_gemms", "both")
+    return LinearPrecision(**parsed, clipped_ste=canonical["ste"] == "clipped", grad_output_gemms=gemms, **learned)
 
 
 def apply_training_precision(model: nn.Module, precision: dict | None) -> dict:

@@ -149,6 +149,29 @@ def ptq_scoring(config: dict, layout, study: str, quantizations) -> Scoring:
     return Scoring("qscaling.studies.ptq:score_job", inputs, params, message="Quantizing and scoring")
 
 
+def score_windows(checkpoint, val_path: str, params: dict, device: str):
+    """A checkpoint loaded as it trained and evaluated on the held-out windows: (model, held-out tokens, one row
+    per window with its loss and the checkpoint's columns, those columns). Per-window rows let a study pair two
+    models' losses on the same windows (δ and its standard error) when it builds its table."""
+    import numpy as np
+
+    from qscaling.checkpoint import load_checkpoint
+    from qscaling.data import load_tokens
+    from qscaling.evaluate import evaluate_loss
+    from qscaling.studies.ptq import checkpoint_columns
+
+    model, metadata = load_checkpoint(checkpoint)
+    model.to(device)
+    tokens = load_tokens(val_path)
+    seq_len = model.config.max_position_embeddings
+    result = evaluate_loss(
+        model, tokens, seq_len=seq_len, batch_size=params["batch_size"], max_tokens=params["eval_tokens"]
+    )
+    columns = checkpoint_columns(model, metadata)
+    windows = pd.DataFrame({"window": np.arange(len(result["per_window"])), "loss": result["per_window"].numpy()})
+    return model, tokens, windows.assign(**columns)[[*columns, "window", "loss"]], columns
+
+
 def non_embedding_params(config: dict, size: str) -> int:
     """N of a ladder size, from its shape (no torch)."""
     from qscaling.shape import ModelShape

@@ -213,22 +213,10 @@ def scoring(config: dict, layout) -> Scoring:
 def score_job(checkpoint, inputs: dict, params: dict, labels: list[dict], device: str) -> dict:
     """One checkpoint evaluated as it trained (its precision re-applied): its loss on every held-out window (the
     rows δ is paired over) and the kurtosis and max |x| of each Linear's input, per block and role."""
-    from qscaling.checkpoint import load_checkpoint
-    from qscaling.data import load_tokens
-    from qscaling.evaluate import evaluate_loss
-    from qscaling.studies import with_labels
-    from qscaling.studies.ptq import checkpoint_columns
+    from qscaling.studies import score_windows, with_labels
 
-    model, metadata = load_checkpoint(checkpoint)
-    model.to(device)
-    tokens = load_tokens(inputs["val"])
+    model, tokens, windows, columns = score_windows(checkpoint, inputs["val"], params, device)
     seq_len = model.config.max_position_embeddings
-    result = evaluate_loss(
-        model, tokens, seq_len=seq_len, batch_size=params["batch_size"], max_tokens=params["eval_tokens"]
-    )
-    columns = checkpoint_columns(model, metadata)
-    windows = pd.DataFrame({"window": np.arange(len(result["per_window"])), "loss": result["per_window"].numpy()})
-    windows = windows.assign(**columns)[[*columns, "window", "loss"]]
     # Fig. 9 and the kurtosis claim read the main grid's models only: the ablations' statistics would be unread.
     in_main_grid = [variant for variant in labels if main_grid(pd.DataFrame([variant])).all()]
     statistics = input_statistics(model, tokens, seq_len).assign(**columns) if in_main_grid else pd.DataFrame()
