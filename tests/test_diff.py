@@ -385,6 +385,21 @@ def test_a_fit_whose_parameters_traded_off_is_compared_by_its_predictions():
     assert not within and any("bootstrap SEs" in line for line in details)
 
 
+def test_fits_both_flagged_ill_conditioned_are_judged_by_their_predictions_alone():
+    """Measured: Sun et al.'s smoke exponent-only fit moved its n from 8.7 to 0.001 (66 bootstrap SEs, CIs apart)
+    between CPU code paths while its predictions moved by 7.6e-5: parameters the data do not pin down."""
+    base = {"A": 400.0, "B": 400.0, "E": 1.7, "alpha": 0.34, "beta": 0.28}
+    traded = {**base, "A": 400.0 * 1e7**0.02, "alpha": 0.36}
+    a, b = chinchilla_fit_doc(traded, 0.001), chinchilla_fit_doc(base, 0.001)
+    tol = Tolerances(rtol=1e-3, prediction_tol=0.05, noise_max=3.0)
+    assert not compare_fits(a, b, tol)[0]
+    flagged = [{**doc, "notes": ["ill-conditioned: Jacobian condition number 1e+07 > 1e+06; …"]} for doc in (a, b)]
+    within, details = compare_fits(*flagged, tol)
+    assert within and details[-1] == "both fits ill-conditioned: judged by their predictions alone"
+    assert not compare_fits(*flagged, Tolerances(rtol=1e-3, prediction_tol=0.02, noise_max=3.0))[0]
+    assert not compare_fits(flagged[0], b, tol)[0], "one well-conditioned side keeps the parameter rule"
+
+
 def test_texts_that_differ_only_in_numbers_within_tolerance():
     assert text_within("slope = 1.561 (5 points)", "slope = 1.562 (5 points)", 1e-3, 0)
     assert not text_within("slope = 1.561 (5 points)", "slope = 1.561 (6 points)", 1e-3, 0)

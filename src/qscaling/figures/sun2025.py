@@ -391,8 +391,8 @@ def fig11(tables, fits):
     ax.legend(fontsize=6)
     add_footer(
         fig,
-        "Measured: least squares over the E1M1 block sizes at each (N, D), ± 2 s.e. from the points' "
-        "evaluation errors; laws: (D^β/N^α)/γ_B (the paper's γ_B is Table 2 folded at E1M1).",
+        "Measured: least squares over the E1M1 block sizes at each (N, D), ± 2 s.e. from the paired evaluation "
+        "errors of δ (seed noise not included); laws: (D^β/N^α)/γ_B (the paper's γ_B is Table 2 folded at E1M1).",
     )
     return fig
 
@@ -491,14 +491,14 @@ def _interval(fit, name) -> str:
 
 
 def table2_frame(tables, fits):
-    """Table 2: one row per Capybara constant, the paper's value beside this run's with its 95 % CI (`ci`: the
-    interval, "held at paper" or "… at bound")."""
+    """Table 2: one row per Capybara constant, the paper's value beside this run's with its 95 % CI (`this_run_ci`:
+    the interval, "held at paper" or "… at bound")."""
     fit = fits.get("capybara")
     rows = []
     for name, value in law.TABLE2.items():
         row = {"parameter": name, "paper": value}
         if fit is not None:
-            row.update({"this_run": fit.params[name], "ci": _interval(fit, name)})
+            row.update({"this_run": fit.params[name], "this_run_ci": _interval(fit, name)})
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -517,7 +517,8 @@ def table2(tables, fits):
     ax.axis("off")
     header = ["parameter", "paper (Table 2)"] + (["this run", "95 % CI"] if fit is not None else [])
     cells = [
-        [row["parameter"], f"{row['paper']:.4g}"] + ([f"{row['this_run']:.4g}", row["ci"]] if fit is not None else [])
+        [row["parameter"], f"{row['paper']:.4g}"]
+        + ([f"{row['this_run']:.4g}", row["this_run_ci"]] if fit is not None else [])
         for _, row in frame.iterrows()
     ]
     table = ax.table(cellText=cells, colLabels=header, loc="center", cellLoc="center")

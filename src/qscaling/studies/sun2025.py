@@ -333,6 +333,11 @@ def fit_laws(table: pd.DataFrame, settings: dict) -> dict:
         fixed = {
             param: paper[param] for param in unidentifiable(LAWS[law_name], constant_inputs(LAWS[law_name], selected))
         }
+        free = len(LAWS[law_name].params) - len(fixed)
+        if len(selected) <= free:
+            # As many points as free parameters fit exactly, whatever the law: such a fit says nothing.
+            fits[name] = f"{law_name}: {len(selected)} points for {free} free parameters (an exact fit; need more)"
+            continue
         options = {"bootstrap": settings["bootstrap"], "group_col": "N", "run_col": "run", "seed": 0}
         fits[name] = try_fit(law_name, selected, fixed=fixed or None, **options)
     return fits
