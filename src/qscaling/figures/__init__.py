@@ -53,6 +53,18 @@ def add_footer(fig, text: str) -> None:
     fig.text(0.01, 0, text, fontsize=6, color="0.35", ha="left", va="top", wrap=True, gid=FOOTER_GID)
 
 
+def no_points(ax, text: str) -> None:
+    """Say in the middle of an empty panel why it has nothing to draw."""
+    ax.text(0.5, 0.5, text, ha="center", va="center", fontsize=7, transform=ax.transAxes)
+
+
+def interval_text(fit, name: str) -> str:
+    """A fitted parameter's CI, or why it has none: held at the paper's value, or on its bound."""
+    if fit.held_fixed(name):
+        return "held at paper"
+    return "[{:.3g}, {:.3g}]".format(*fit.ci[name]) + (" at bound" if fit.at_bound(name) else "")
+
+
 def compact_number(value: float) -> str:
     """2000000 → '2M', 250000 → '250k', 0.003 → '0.003', 1e21 → '$10^{21}$' (mathtext): short tick labels for
     token, parameter and FLOP counts; beyond a thousand trillion or below a thousandth a power of ten reads

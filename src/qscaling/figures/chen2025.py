@@ -8,7 +8,15 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import MaxNLocator
 
-from qscaling.figures import add_footer, compact_number, figure, new_figure, series_palette
+from qscaling.figures import (
+    add_footer,
+    compact_number,
+    figure,
+    interval_text,
+    new_figure,
+    no_points,
+    series_palette,
+)
 from qscaling.laws import LAWS, compare_sources
 from qscaling.laws import chen2025 as law
 from qscaling.studies import chen2025 as study
@@ -67,17 +75,6 @@ def _recipe_rows(tables, precision):
     return rows[study.main_grid(rows)]
 
 
-def _no_points(ax, text):
-    ax.text(0.5, 0.5, text, ha="center", va="center", fontsize=7, transform=ax.transAxes)
-
-
-def _interval_text(fit, name) -> str:
-    """A fitted parameter's CI, or why it has none: held at the paper's value, or on its bound."""
-    if fit.held_fixed(name):
-        return "held at paper"
-    return "[{:.3g}, {:.3g}]".format(*fit.ci[name]) + (" at bound" if fit.at_bound(name) else "")
-
-
 def table1_frame(tables, fits):
     """Table 1: k, γ_N, γ_D, γ_G per precision (columns `law_<param>`), the paper's and this run's with 95 % CIs
     (`law_<param>_ci`: the interval, "held at paper" or "… at bound"; the fits' notes are in their JSON)."""
@@ -90,7 +87,7 @@ def table1_frame(tables, fits):
         if fit is None:
             continue
         estimate = {f"law_{name}": fit.params[name] for name in law.QAT.param_names}
-        bounds = {f"law_{name}_ci": _interval_text(fit, name) for name in law.QAT.param_names}
+        bounds = {f"law_{name}_ci": interval_text(fit, name) for name in law.QAT.param_names}
         rows.append({"precision": precision, "source": "this run's fit", **estimate, **bounds,
                      "n_points": fit.n_points, "heldout_relative_error": fit.heldout_relative_error})  # fmt: skip
     return pd.DataFrame(rows)
@@ -390,7 +387,7 @@ def fig2(tables, fits):
     fig, axes = new_figure(len(points), 1, width=3.2, height=3.0)
     for ax, point in zip(axes[0], points):
         if point is None:
-            _no_points(ax, "no FP4 point in this run's grid")
+            no_points(ax, "no FP4 point in this run's grid")
             continue
         here = _at_point(rows, point, ("N", "D"))
         here = here[here["G"].isin(fp4["G"])]
@@ -417,7 +414,7 @@ def fig13(tables, fits):
     fig, axes = new_figure(1, 1, width=3.6, height=3.4)
     ax = axes[0][0]
     if fit is None or fp4.empty:
-        _no_points(ax, "no INT4 W4A4 fit" if fit is None else "no FP4 point in this run's grid")
+        no_points(ax, "no INT4 W4A4 fit" if fit is None else "no FP4 point in this run's grid")
         return fig
     int4 = _recipe_rows(tables, "W4A4")
     int4 = int4[int4["delta"] > 0]
@@ -446,7 +443,7 @@ def fig3(tables, fits):
     fig, axes = new_figure(2, 1, width=3.2, height=3.0)
     left, right = axes[0]
     if swept.empty:
-        _no_points(left, "no LR sweep in this run's grid")
+        no_points(left, "no LR sweep in this run's grid")
         return fig
     point = swept.iloc[0]
     sweep = _at_point(rows, point).sort_values("lr_scale")
@@ -483,7 +480,7 @@ def fig14(tables, fits):
     fig, axes = new_figure(len(panels), 1, width=2.8, height=3.0)
     for ax, panel in zip(axes[0], panels):
         if panel is None:
-            _no_points(ax, "no learnable quantizer in this run's grid")
+            no_points(ax, "no learnable quantizer in this run's grid")
             continue
         bars = _at_point(rows[rows["precision"] == panel["precision"]], panel)
         bars = bars.set_index("quantizer").reindex([name for name in QUANTIZER_NAMES if name in set(bars["quantizer"])])

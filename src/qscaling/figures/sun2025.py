@@ -9,7 +9,15 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.ticker import MaxNLocator
 
-from qscaling.figures import add_footer, compact_number, figure, new_figure, series_palette
+from qscaling.figures import (
+    add_footer,
+    compact_number,
+    figure,
+    interval_text,
+    new_figure,
+    no_points,
+    series_palette,
+)
 from qscaling.laws import LAWS, compare_sources
 from qscaling.laws import sun2025 as law
 from qscaling.studies import sun2025 as study
@@ -154,19 +162,11 @@ def _law_rows(tables):
     return study.law_rows(tables["evals"])
 
 
-def _no_points(ax, text):
-    ax.text(0.5, 0.5, text, ha="center", va="center", fontsize=7, transform=ax.transAxes)
-
-
 def _fit_text(fit, name) -> str:
     if fit is None:
         return f"no {name} fit"
     heldout = fit.heldout_relative_error
     return f"R² {fit.r2:.3f}" + (f", leave-one-size-out error {heldout:.1%}" if heldout is not None else "")
-
-
-def _observed_vs_predicted(ax, observed, predicted, **style):
-    ax.scatter(observed, predicted, s=14, **style)
 
 
 def _diagonal(ax, values):
@@ -190,12 +190,12 @@ def fig1(tables, fits):
     for ax, (name, title) in zip(axes[0], (("kumar_form", "Kumar et al. form"), ("capybara", "Capybara (Sun et al.)"))):
         fit = fits.get(name)
         if fit is None:
-            _no_points(ax, f"no {name} fit")
+            no_points(ax, f"no {name} fit")
             continue
         predicted = fit.predict(_fit_inputs(rows, name))
         quantized = (rows["format"] != study.FULL).to_numpy()
-        _observed_vs_predicted(ax, rows["loss"][quantized], predicted[quantized], color="C0", label="FP-quantized")
-        _observed_vs_predicted(ax, rows["loss"][~quantized], predicted[~quantized], color="C1", marker="s",
+        ax.scatter(rows["loss"][quantized], predicted[quantized], s=14, color="C0", label="FP-quantized")
+        ax.scatter(rows["loss"][~quantized], predicted[~quantized], s=14, color="C1", marker="s",
                                label="fp32 partner")  # fmt: skip
         _diagonal(ax, [*rows["loss"], *predicted])
         ax.set(ylabel="fitted loss", title=f"{title}\n{_fit_text(fit, name)}")
@@ -216,15 +216,15 @@ def fig4(tables, fits):
     fig, axes = new_figure(width=4.2, height=3.8)
     ax = axes[0][0]
     if fit is None:
-        _no_points(ax, "no Capybara fit")
+        no_points(ax, "no Capybara fit")
         return fig
     fitted, held_out = study.law_rows(table), study.law_rows(table, study.VALIDATION)
-    _observed_vs_predicted(ax, fitted["loss"], fit.predict(fitted), color="C0", label="fitted sizes")
+    ax.scatter(fitted["loss"], fit.predict(fitted), s=14, color="C0", label="fitted sizes")
     errors = []
     for size, rows in held_out.groupby("size"):
         predicted = fit.predict(rows)
         errors.append(f"{size} {np.mean(np.abs(predicted / rows['loss'] - 1)):.1%}")
-        _observed_vs_predicted(ax, rows["loss"], predicted, color="C3", marker="D", label=f"held out: {size}")
+        ax.scatter(rows["loss"], predicted, s=14, color="C3", marker="D", label=f"held out: {size}")
     _diagonal(ax, [*fitted["loss"], *held_out["loss"]])
     ax.set(ylabel="Capybara prediction", title="Capybara fit, validated on a larger size")
     ax.legend(fontsize=6)
@@ -241,7 +241,7 @@ def fig2(tables, fits):
     fig, axes = new_figure(width=5.0, height=3.4)
     ax = axes[0][0]
     if gemm.empty:
-        _no_points(ax, "no GEMM-input runs")
+        no_points(ax, "no GEMM-input runs")
         return fig
     gemm = gemm.sort_values("delta")
     names = {**{key: f"{key}: {field.replace('_', ' ')}" + (f" (d{gemms[1].upper()})" if gemms else "")
@@ -288,7 +288,7 @@ def fig9(tables, fits):
         sweep = rows[rows[held] == 1]
         sweep = sweep[sweep.groupby(["N", "D"])[varied].transform("nunique") >= 2]
         if sweep.empty:
-            _no_points(ax, f"no {name} sweep")
+            no_points(ax, f"no {name} sweep")
             continue
         _curves(ax, sweep, varied, fits.get(name), ("N", "D", held), _palette(sweep))
         ax.set(xlabel=f"{name} bits {varied} ({held} = 1)", ylabel="held-out loss (nats/token)",
@@ -320,7 +320,7 @@ def fig10(tables, fits):
     ):
         fit, sweep = fits.get(name), rows[rows[held] == 1]
         if fit is None or sweep.empty:
-            _no_points(ax, f"no {name} fit")
+            no_points(ax, f"no {name} fit")
             continue
         gamma = implied_gamma(sweep, fit, varied)
         ratio = np.log(sweep["N"] / sweep["D"])
@@ -348,7 +348,7 @@ def fig3(tables, fits):
     fig, axes = new_figure(width=4.6, height=3.6)
     ax = axes[0][0]
     if blocks.empty:
-        _no_points(ax, "no block-size sweep")
+        no_points(ax, "no block-size sweep")
         return fig
     colours = _palette(blocks)
     shown = blocks.assign(log2_B=np.log2(blocks["B"]))
@@ -375,7 +375,7 @@ def fig11(tables, fits):
     fig, axes = new_figure(width=4.4, height=3.4)
     ax = axes[0][0]
     if slopes.empty:
-        _no_points(ax, "no (N, D) with three block sizes")
+        no_points(ax, "no (N, D) with three block sizes")
         return fig
     ratio = np.log(slopes["N"] / slopes["D"])
     ax.errorbar(ratio, slopes["slope"], yerr=2 * slopes["slope_se"], fmt="o", color="C0", label="this run, measured")
@@ -406,7 +406,7 @@ def fig12(tables, fits):
     ax = axes[0][0]
     tensor = study.effective_tensor_block(table, fit.params) if fit is not None else pd.DataFrame()
     if tensor.empty:
-        _no_points(ax, "no tensor-wise runs or no block-size fit")
+        no_points(ax, "no tensor-wise runs or no block-size fit")
         return fig
     ratio = np.log(tensor["N"] / tensor["D"])
     ax.scatter(ratio, tensor["log2_B_effective"], color="C0", label="tensor-wise, effective")
@@ -435,7 +435,7 @@ def fig13(tables, fits):
     for ax, (granularity, title) in zip(axes[0], ((study.CHANNEL, "channel-wise"), (study.TENSOR, "tensor-wise"))):
         panel = rows[rows["block"] == granularity]
         if panel.empty:
-            _no_points(ax, f"no {title} runs")
+            no_points(ax, f"no {title} runs")
             continue
         colours = dict(zip(sorted(panel["N"].unique()), series_palette("viridis", panel["N"].nunique())))
         for N, group in panel.groupby("N"):
@@ -461,7 +461,7 @@ def fig8(tables, fits):
     fig, axes = new_figure(width=4.6, height=3.6)
     ax = axes[0][0]
     if rows.empty:
-        _no_points(ax, "no full-precision runs")
+        no_points(ax, "no full-precision runs")
         return fig
     colours = dict(zip(sorted(rows["N"].unique()), series_palette("viridis", rows["N"].nunique())))
     styles = {"bf16_chinchilla": "-", "bf16_kaplan": "--"}
@@ -484,12 +484,6 @@ def fig8(tables, fits):
     return fig
 
 
-def _interval(fit, name) -> str:
-    if fit.held_fixed(name):
-        return "held at paper"
-    return "[{:.3g}, {:.3g}]".format(*fit.ci[name]) + (" at bound" if fit.at_bound(name) else "")
-
-
 def table2_frame(tables, fits):
     """Table 2: one row per Capybara constant, the paper's value beside this run's with its 95 % CI (`this_run_ci`:
     the interval, "held at paper" or "… at bound")."""
@@ -498,7 +492,7 @@ def table2_frame(tables, fits):
     for name, value in law.TABLE2.items():
         row = {"parameter": name, "paper": value}
         if fit is not None:
-            row.update({"this_run": fit.params[name], "this_run_ci": _interval(fit, name)})
+            row.update({"this_run": fit.params[name], "this_run_ci": interval_text(fit, name)})
         rows.append(row)
     return pd.DataFrame(rows)
 
