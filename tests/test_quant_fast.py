@@ -5,7 +5,7 @@ import torch
 from conftest import awkward_rows, same_bits
 
 from qscaling.quant import dispatch, parse_spec, quantize, quantize_reference
-from qscaling.quant.fast import quantize_fast, supports
+from qscaling.quant.fast import quantize_fast, quantize_fp_eager, supports
 
 SPECS = [
     "int4:g128",
@@ -29,6 +29,27 @@ def test_fast_path_matches_reference_bit_for_bit(text):
     for rows in (8, 20):  # the second shape reuses the compilation (dynamic group count)
         x = awkward_rows(rows, 256, seed=rows)
         assert same_bits(quantize_fast(x, spec), quantize_reference(x, spec))
+
+
+@pytest.mark.parametrize("text", [text for text in SPECS if text.startswith("fp:")])
+def test_eager_fp_arithmetic_matches_reference_bit_for_bit(text):
+    spec = parse_spec(text)
+    x = awkward_rows(20, 256, seed=5)
+    assert same_bits(quantize_fp_eager(x, spec), quantize_reference(x, spec))
+
+
+def test_dispatcher_sends_small_fp_tensors_to_the_eager_arithmetic(monkeypatch):
+    calls = []
+    monkeypatch.setattr(
+        dispatch.fast, "quantize_fp_eager", lambda x, spec: calls.append(str(spec)) or quantize_reference(x, spec)
+    )
+    small = torch.randn(64, 24)
+    quantize(small, "fp:e1m1:token")
+    quantize(small, "int4:token")  # INT: the reference is as fast
+    quantize(small[:, :20], "fp:e4m3:b8")  # ragged groups: reference
+    assert calls == ["fp:e1m1:token"]
+    with pytest.raises(ValueError, match="quantize_fp_eager: needs an fp spec"):
+        quantize_fp_eager(small, parse_spec("int4:token"))
 
 
 def test_fast_path_writes_into_out():
@@ -108,4 +129,6 @@ def test_consecutive_float32_values_round_like_the_reference(text, count):
     bits = torch.arange(0x3F800000, 0x3F800000 + count, dtype=torch.int32)
     x = torch.cat([bits.view(torch.float32), -bits.view(torch.float32)]).view(-1, 2048)
     spec = parse_spec(text)
-    assert same_bits(quantize_fast(x, spec), quantize_reference(x, spec))
+    expected = quantize_reference(x, spec)
+    assert same_bits(quantize_fast(x, spec), expected)
+    assert same_bits(quantize_fp_eager(x, spec), expected)

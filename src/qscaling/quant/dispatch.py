@@ -2,8 +2,9 @@
 
 CUDA tensors go to the Triton kernels (qscaling.kernels) when triton is importable; large CPU tensors go
 to the compiled CPU path (qscaling.quant.fast) once this process has quantized enough to repay starting it;
-everything else — small tensors, where a compilation would cost more than it saves, ragged last groups, and
-specs a kernel does not cover — runs the reference. All paths compute in float32 and give the same bits, so
+other CPU tensors of whole groups under an FP spec run that path's float32 arithmetic eagerly (faster than the
+reference's float64); everything else — INT specs on small tensors, where a compilation would cost more than it
+saves, ragged last groups, and specs a kernel does not cover — runs the reference. All paths compute in float32 and give the same bits, so
 the choice never changes a result.
 """
 
@@ -56,4 +57,6 @@ def quantize(x: torch.Tensor, spec: QuantSpec | str) -> torch.Tensor:
         if _reference_elements >= FAST_PATH_AFTER_ELEMENTS:
             return fast.quantize_fast(x32, spec).to(x.dtype)
         _reference_elements += x.numel()
+    if spec.kind == "fp" and fast.fits_rows(x32, spec):
+        return fast.quantize_fp_eager(x32, spec).to(x.dtype)
     return quantize_reference(x.detach(), spec)

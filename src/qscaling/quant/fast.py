@@ -36,17 +36,16 @@ _COMPILE_IDS = itertools.count()
 CXX_AVAILABLE = any(shutil.which(name) for name in (os.environ.get("CXX", "g++"), "g++", "c++", "clang++"))
 
 
-def supports(x: torch.Tensor, spec: QuantSpec) -> bool:
-    """Whether the fast path handles x: float32, contiguous, on CPU, whole groups (and a compiler exists)."""
-    if (
-        not CXX_AVAILABLE
-        or x.device.type != "cpu"
-        or x.dtype != torch.float32
-        or not x.is_contiguous()
-        or x.numel() == 0
-    ):
+def fits_rows(x: torch.Tensor, spec: QuantSpec) -> bool:
+    """Whether x is a float32, contiguous CPU tensor of whole groups: what the row arithmetic below takes."""
+    if x.device.type != "cpu" or x.dtype != torch.float32 or not x.is_contiguous() or x.numel() == 0:
         return False
     return spec.granularity != "group" or x.shape[-1] % spec.group_size == 0
+
+
+def supports(x: torch.Tensor, spec: QuantSpec) -> bool:
+    """Whether the compiled fast path handles x: `fits_rows`, and a C++ compiler exists."""
+    return CXX_AVAILABLE and fits_rows(x, spec)
 
 
 def _grouped_view(x: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
@@ -214,6 +213,19 @@ def _compiled_for(spec: QuantSpec):
     unique_name = f"fake_quantize_{next(_COMPILE_IDS)}"
     fake_quantize_rows.__code__ = fake_quantize_rows.__code__.replace(co_name=unique_name, co_qualname=unique_name)
     return torch.compile(fake_quantize_rows, fullgraph=True)
+
+
+def quantize_fp_eager(x: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
+    """An FP spec's float32 row arithmetic run op by op, uncompiled: the reference's bits at 2.5–4.5x its speed
+    (its float64 frexp and NaN / Inf handling cost more ops than the exponent-field binade), for the small
+    tensors of QAT steps, where a compiled loop would never repay its start. Takes what `fits_rows` accepts.
+
+    Eager ops round one at a time (no contraction), so the module docstring's exactness argument holds as is;
+    the exponent-field binade serves every rounding mode and E <= 8.
+    """
+    if spec.kind != "fp" or not fits_rows(x, spec):
+        raise ValueError(f"quantize_fp_eager: needs an fp spec and a contiguous float32 CPU tensor, got '{spec}'")
+    return _fp_rows(_grouped_view(x, spec), spec, spec.float_format, exact_arithmetic=False).view(x.shape)
 
 
 def quantize_fast(x: torch.Tensor, spec: QuantSpec, out: torch.Tensor | None = None) -> torch.Tensor:
