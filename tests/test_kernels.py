@@ -56,6 +56,16 @@ def test_rows_longer_than_a_tile_take_reference_scales(text, monkeypatch):
     assert same_bits(fake_quant.quantize_triton(x, spec), quantize_reference(x, spec))
 
 
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("text", ["int4:g32", "fp:e2m1:b32", "int8:tensor"])
+def test_kernel_writes_into_out(text):
+    x = awkward_rows(6, 64, seed=3, device=DEVICE)
+    out = torch.full_like(x, 7.0)
+    spec = parse_spec(text)
+    assert fake_quant.quantize_triton(x, spec, out=out) is out
+    assert same_bits(out, quantize_reference(x, spec))
+
+
 def test_kernel_refuses_ragged_groups():
     spec = parse_spec("int4:g32")
     assert not fake_quant.supports(torch.zeros(2, 48), spec)

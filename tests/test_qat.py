@@ -359,8 +359,10 @@ def test_bench_train_times_the_qat_step_against_the_full_precision_step_in_one_r
             "--batch-size", "2", "--steps", "2", "--repeats", "1", "--precision", "int4:g8"]  # fmt: skip
     assert main(argv) == 0
     out = capsys.readouterr().out
-    assert "qscaling QAT step, W and A int4:g8" in out
+    assert "qscaling QAT step, weights,activations at int4:g8" in out
     assert re.search(r"QAT step time / full-precision step time: \d+\.\d\dx", out)
+    assert main([*argv[:-2], "--precision", "fp:e2m1:channel", "--quantized", "weights,backward_activation"]) == 0
+    assert "qscaling QAT step, weights,backward_activation at fp:e2m1:channel" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("poison", [None, float("inf"), float("nan")])

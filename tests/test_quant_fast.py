@@ -77,7 +77,7 @@ def fast_path_started(monkeypatch):
 def test_dispatcher_sends_large_tensors_to_the_fast_path(monkeypatch, fast_path_started):
     calls = []
     monkeypatch.setattr(
-        dispatch.fast, "quantize_fast", lambda x, spec: calls.append(spec) or quantize_reference(x, spec)
+        dispatch.fast, "quantize_fast", lambda x, spec, out: calls.append(spec) or quantize_reference(x, spec)
     )
     big = torch.randn(dispatch.MIN_ELEMENTS_FOR_FAST_PATH // 128, 128)
     quantize(big, "int4:g128")
@@ -89,7 +89,7 @@ def test_dispatcher_sends_large_tensors_to_the_fast_path(monkeypatch, fast_path_
 def test_a_process_starts_the_fast_path_only_once_the_reference_has_done_enough_work(monkeypatch):
     calls = []
     monkeypatch.setattr(
-        dispatch.fast, "quantize_fast", lambda x, spec: calls.append(spec) or quantize_reference(x, spec)
+        dispatch.fast, "quantize_fast", lambda x, spec, out: calls.append(spec) or quantize_reference(x, spec)
     )
     big = torch.randn(dispatch.MIN_ELEMENTS_FOR_FAST_PATH // 128, 128)
     monkeypatch.setattr(dispatch, "_reference_elements", 0)
@@ -107,6 +107,64 @@ def test_quantize_is_bit_exact_for_large_non_contiguous_and_low_precision_inputs
         out, expected = quantize(x, text), quantize_reference(x, text)
         assert out.dtype == dtype and out.shape == x.shape
         assert same_bits(out.float(), expected.float())
+
+
+@pytest.mark.parametrize("started", [False, True], ids=["reference", "fast path"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("text", ["int4:g32", "int8:g128", "fp:e4m3:b32", "fp:e2m1:b32"])
+def test_quantize_into_out_gives_the_reference_bits(text, dtype, started, monkeypatch):
+    monkeypatch.setattr(dispatch, "_reference_elements", dispatch.FAST_PATH_AFTER_ELEMENTS if started else 0)
+    x = awkward_rows(dispatch.MIN_ELEMENTS_FOR_FAST_PATH // 256, 256, seed=5).to(dtype)  # NaN, ±Inf, subnormals
+    out = torch.full_like(x, 7.0)
+    assert quantize(x, text, out=out) is out
+    assert same_bits(out.float(), quantize_reference(x, text).float())
+
+
+def test_the_fast_path_writes_into_out_itself(monkeypatch, fast_path_started):
+    written_into = []
+
+    def record(x, spec, out):
+        written_into.append(out)
+        return quantize_fast(x, spec, out=out)
+
+    monkeypatch.setattr(dispatch.fast, "quantize_fast", record)
+    x = torch.randn(dispatch.MIN_ELEMENTS_FOR_FAST_PATH // 128, 128)
+    out = torch.empty_like(x)
+    quantize(x, "int4:g128", out=out)
+    transposed = torch.empty(x.shape[::-1]).t()  # x's shape, not contiguous: written through a copy
+    quantize(x, "int4:g128", out=transposed)
+    assert written_into[0] is out and written_into[1] is None
+    assert same_bits(transposed.contiguous(), out)
+
+
+def test_quantize_into_out_of_empty_and_scalar_tensors():
+    for x in (torch.empty(0, 32), torch.tensor(1.3)):
+        out = torch.full_like(x, 7.0)
+        assert quantize(x, "int4:g32", out=out) is out
+        assert same_bits(out, quantize_reference(x, "int4:g32"))
+
+
+def test_quantize_rejects_an_out_it_could_not_have_returned():
+    x = torch.randn(4, 64)
+    cases = [
+        (torch.empty(4, 32), r"quantize: out has shape \(4, 32\), x has \(4, 64\); they must match"),
+        (torch.empty(4, 64, dtype=torch.bfloat16), "quantize: out is torch.bfloat16, x is torch.float32"),
+        (torch.empty(4, 64, device="meta"), "quantize: out is on meta, x on cpu; they must match"),
+        (torch.empty(4, 64, requires_grad=True), "quantize: out requires grad"),
+        (x, "quantize: out shares memory with x; in-place quantization is not supported"),
+    ]
+    for out, message in cases:
+        with pytest.raises(ValueError, match=message):
+            quantize(x, "int4:g32", out=out)
+    with pytest.raises(TypeError, match="quantize: out must be a torch.Tensor, got ndarray"):
+        quantize(x, "int4:g32", out=x.numpy())
+
+
+def test_quantize_rejects_an_out_that_overlaps_x_partly_but_not_one_beside_it():
+    buffer = torch.randn(8, 64)
+    with pytest.raises(ValueError, match="quantize: out shares memory with x"):
+        quantize(buffer[:4], "int4:g32", out=buffer[3:7])
+    assert same_bits(quantize(buffer[:4], "int4:g32", out=buffer[4:]), quantize_reference(buffer[:4], "int4:g32"))
 
 
 def test_quantize_rejects_non_tensors_and_integer_tensors():

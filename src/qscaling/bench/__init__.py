@@ -1,6 +1,6 @@
 """`qscaling bench WHAT [options]`: speed benchmarks printed as ratios against a baseline measured in the same run.
 
-Each benchmark lives in its own module here (`train`, `quant`, `fit`, `dag`) exposing `add_arguments` and `run`;
+Each benchmark lives in its own module here (`train`, `quant`, `fit`, `dag`, `device`) exposing `add_arguments` and `run`;
 only the chosen one is imported. `qscaling bench WHAT --help` lists its options.
 """
 
@@ -13,6 +13,7 @@ BENCHMARKS = {
     "quant": "fake-quantization throughput vs copy_ bandwidth and other implementations",
     "fit": "scaling-law fit with a start grid and bootstrap",
     "dag": "the workflow by plain Snakemake vs by qscaling run and its warm worker",
+    "device": "the GPU path: Triton kernels vs copy_, training tokens/s, the smoke DAG (benchmarks/device.sh)",
 }
 
 

@@ -1,16 +1,17 @@
 """`qscaling bench quant`: fake-quantization throughput against copy_ bandwidth and other libraries.
 
 GB/s = bytes of float32 input processed per second (best of --repeats after a warm-up call, so one-off
-compilation is excluded and printed separately). Every figure is also given as a ratio to the same
-tensor's ``copy_`` into a preallocated buffer, timed in alternation with it so that both see the same
-load on a shared machine. Returning a fresh tensor costs
-the allocation of its pages on every call; the "into out" rows show the loop alone. Set
-THP_MEM_ALLOC_ENABLE=1 in the environment (read by torch's allocator at start-up) to back large tensors
-with huge pages, which makes fresh allocations several times cheaper on Linux.
+compilation is excluded and printed separately). Every figure is also given as a ratio to the same tensor's
+``copy_`` into a preallocated buffer: each timed call is paired with a timed copy_, so that the two see the same
+load on a shared machine, and the ratio is the median over the --repeats pairs. `quantize(x, spec)` returns a fresh
+tensor, which costs the allocation of its pages on every call; `quantize(x, spec, out=buf)` writes into a
+preallocated one. Set THP_MEM_ALLOC_ENABLE=1 in the environment (read by torch's allocator at start-up) to
+back large tensors with huge pages, which makes fresh allocations several times cheaper on Linux.
 GPTQ seconds per layer (qscaling.bench.gptq_timing) follow the table.
 """
 
 import os
+import statistics
 import time
 
 import torch
@@ -18,26 +19,39 @@ import torch
 from qscaling.bench import best_seconds
 from qscaling.quant import parse_spec, quantize, quantize_reference
 from qscaling.quant.dispatch import start_fast_path
-from qscaling.quant.fast import quantize_fast
 
-SPECS = ("int4:g128", "fp:e4m3:b32", "fp:e2m1:b32")
+SPECS = ("int4:g32", "int4:g128", "int8:g128", "fp:e4m3:b32", "fp:e2m1:b32")
 
 
 def add_arguments(parser) -> None:
     parser.add_argument("--rows", type=int, default=4096, help="tensor rows (default 4096)")
     parser.add_argument("--cols", type=int, default=4096, help="tensor columns (default 4096)")
-    parser.add_argument("--repeats", type=int, default=5, help="timed calls per implementation (best is kept)")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=5,
+        help="timed calls per implementation, each paired with a timed copy_ (default 5)",
+    )
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     parser.add_argument("--skip-gptq", action="store_true", help="leave out GPTQ seconds per layer (512², 2048²)")
 
 
-def _best_seconds_against(call, baseline, repeats: int) -> tuple[float, float]:
-    """Best times of `call` and `baseline`, alternated so both see the same load on a shared machine."""
-    best_call = best_baseline = float("inf")
-    for _ in range(repeats):
-        best_call = min(best_call, best_seconds(call, 1))
-        best_baseline = min(best_baseline, best_seconds(baseline, 1))
-    return best_call, best_baseline
+def timed_against_copy(calls: dict, copy, repeats: int) -> dict:
+    """name -> (best seconds, median of copy_'s time / the call's time) over `repeats` pairs of a timed copy_ and a
+    timed call, after one warm-up call each. The pair's order alternates: whichever runs second is slower (caches,
+    the allocator), and alternating cancels that out of the median."""
+    for call in calls.values():
+        call()
+    seconds, ratios = {name: [] for name in calls}, {name: [] for name in calls}
+    for round_index in range(repeats):
+        for name, call in calls.items():
+            if round_index % 2:
+                call_seconds, copy_seconds = best_seconds(call, 1), best_seconds(copy, 1)
+            else:
+                copy_seconds, call_seconds = best_seconds(copy, 1), best_seconds(call, 1)
+            seconds[name].append(call_seconds)
+            ratios[name].append(copy_seconds / call_seconds)
+    return {name: (min(seconds[name]), statistics.median(ratios[name])) for name in calls}
 
 
 def _torchao_implementations(x: torch.Tensor, text: str) -> dict:
@@ -48,9 +62,13 @@ def _torchao_implementations(x: torch.Tensor, text: str) -> dict:
         from torchao.quantization.qat.fake_quantizer import IntxFakeQuantizer
     except ImportError as error:
         return {"torchao": f"not installable/importable: {error}"}
-    if text == "int4:g128":
-        quantizer = IntxFakeQuantizer(IntxFakeQuantizeConfig(torch.int4, group_size=128, is_symmetric=True))
-        return {"torchao IntxFakeQuantizer int4 g128": lambda: quantizer(x)}
+    spec = parse_spec(text)
+    if spec.kind == "int":
+        config = IntxFakeQuantizeConfig(
+            getattr(torch, f"int{spec.bits}"), group_size=spec.group_size, is_symmetric=True
+        )
+        quantizer = IntxFakeQuantizer(config)
+        return {f"torchao IntxFakeQuantizer int{spec.bits} g{spec.group_size}": lambda: quantizer(x)}
     elem = {"fp:e4m3:b32": torch.float8_e4m3fn, "fp:e2m1:b32": torch.float4_e2m1fn_x2}[text]
 
     def mx_round_trip():
@@ -87,35 +105,37 @@ def run(args) -> int:
     x = torch.randn(args.rows, args.cols, generator=generator)
     out = torch.empty_like(x)
     gigabytes = x.numel() * x.element_size() / 1e9
-    copy_rate = gigabytes / best_seconds(lambda: out.copy_(x), args.repeats)
-    clone_rate = gigabytes / best_seconds(lambda: x.clone(), args.repeats)
     print(
         f"tensor {args.rows}x{args.cols} float32, {torch.get_num_threads()} threads, "
         f"THP_MEM_ALLOC_ENABLE={os.environ.get('THP_MEM_ALLOC_ENABLE', 'unset')}"
     )
     print(f"{'spec':<13} {'implementation':<48} {'GB/s':>7} {'x copy_':>8}")
-    print(f"{'-':<13} {'copy_ into a preallocated tensor':<48} {copy_rate:7.2f} {1.0:8.2f}")
-    print(f"{'-':<13} {'clone (fresh tensor)':<48} {clone_rate:7.2f} {clone_rate / copy_rate:8.2f}")
+
+    def copy():
+        out.copy_(x)
+
+    baselines = {"copy_ into a preallocated tensor": copy, "clone (fresh tensor)": lambda: x.clone()}
+    for name, (seconds, ratio) in timed_against_copy(baselines, copy, args.repeats).items():
+        print(f"{'-':<13} {name:<48} {gigabytes / seconds:7.2f} {ratio:8.2f}")
     start_fast_path()  # quantize() as in a process that has repaid the compiler's start-up
     for text in SPECS:
         spec = parse_spec(text)
         start = time.perf_counter()
-        quantize_fast(x, spec, out=out)
-        print(f"{text:<13} {'(first fast-path call, compilation included)':<48} {time.perf_counter() - start:6.1f}s")
+        quantize(x, spec, out=out)
+        print(f"{text:<13} {'(first call, compilation included)':<48} {time.perf_counter() - start:6.1f}s")
         implementations = {
-            "qscaling fast path, into out": lambda: quantize_fast(x, spec, out=out),
-            "qscaling quantize() (fresh tensor)": lambda: quantize(x, spec),
+            "qscaling quantize(x, spec)  (fresh tensor)": lambda: quantize(x, spec),
+            "qscaling quantize(x, spec, out=buf)": lambda: quantize(x, spec, out=out),
             "qscaling reference (torch eager)": lambda: quantize_reference(x, spec),
             **_torchao_implementations(x, text),
             **_qtorch_implementations(x, text),
         }
-        for name, call in implementations.items():
-            if isinstance(call, str):
-                print(f"{text:<13} {name:<48} {call}")
-                continue
-            call()
-            seconds, copy_seconds = _best_seconds_against(call, lambda: out.copy_(x), args.repeats)
-            print(f"{text:<13} {name:<48} {gigabytes / seconds:7.2f} {copy_seconds / seconds:8.2f}")
+        for name, reason in implementations.items():
+            if isinstance(reason, str):
+                print(f"{text:<13} {name:<48} {reason}")
+        calls = {name: call for name, call in implementations.items() if not isinstance(call, str)}
+        for name, (seconds, ratio) in timed_against_copy(calls, copy, args.repeats).items():
+            print(f"{text:<13} {name:<48} {gigabytes / seconds:7.2f} {ratio:8.2f}")
     if not args.skip_gptq:
         from qscaling.bench.gptq_timing import bench_gptq, format_rows
 

@@ -166,14 +166,15 @@ def supports(x: torch.Tensor, spec: QuantSpec) -> bool:
     return spec.granularity != "group" or x.shape[-1] % spec.group_size == 0
 
 
-def quantize_triton(x: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
-    """Fake-quantize a contiguous float32 tensor (on the GPU, or on CPU under TRITON_INTERPRET=1)."""
+def quantize_triton(x: torch.Tensor, spec: QuantSpec, out: torch.Tensor | None = None) -> torch.Tensor:
+    """Fake-quantize a contiguous float32 tensor (on the GPU, or on CPU under TRITON_INTERPRET=1) into `out`
+    (contiguous, x's shape and dtype) or a new tensor."""
     if not supports(x, spec):
         raise ValueError(f"quantize_triton: needs a contiguous float32 tensor with whole groups for '{spec}'")
     row_length = spec.group_size if spec.granularity == "group" else x.shape[-1]
     n_rows = x.numel() // row_length
     given_scale = spec.granularity in ("tensor", "unscaled") or row_length > MAX_FUSED_GROUP
-    out = torch.empty_like(x)
+    out = torch.empty_like(x) if out is None else out
     if given_scale:
         params = choose_qparams(x, spec)
         zero_point = params.zero_point if params.zero_point is not None else torch.zeros_like(params.scale)

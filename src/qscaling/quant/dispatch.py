@@ -33,8 +33,12 @@ def start_fast_path() -> None:
     _reference_elements = max(_reference_elements, FAST_PATH_AFTER_ELEMENTS)
 
 
-def quantize(x: torch.Tensor, spec: QuantSpec | str) -> torch.Tensor:
+def quantize(x: torch.Tensor, spec: QuantSpec | str, out: torch.Tensor | None = None) -> torch.Tensor:
     """Fake-quantize (quantize, then dequantize) x under spec; same dtype and shape out.
+
+    `out`, a tensor of x's shape, dtype and device that shares no memory with x, receives the result and is
+    returned. A fresh result costs the allocation and first touch of its pages on every call, which for a large
+    tensor takes half to all as long again as the compiled quantization itself (`qscaling bench quant`).
 
     The result carries no gradient (rounding has none); training goes through qscaling.quant.qat's
     straight-through estimator, which calls this in its forward pass.
@@ -44,19 +48,61 @@ def quantize(x: torch.Tensor, spec: QuantSpec | str) -> torch.Tensor:
     if not x.is_floating_point():
         raise TypeError(f"quantize: x must be a floating-point tensor, got {x.dtype}")
     spec = parse_spec(spec)
+    if out is None:
+        return _quantize_on_fastest_path(x.detach(), spec, None)
+    _check_out(out, x)
+    # The compiled paths write float32 into a contiguous buffer: such an `out` is written in place.
+    kernel_out = out if out.dtype == torch.float32 and out.is_contiguous() else None
+    result = _quantize_on_fastest_path(x.detach(), spec, kernel_out)
+    if result is not out:
+        out.copy_(result)
+    return out
+
+
+def _check_out(out, x: torch.Tensor) -> None:
+    """`out` must be a tensor quantize(x) could have returned, in memory apart from x's."""
+    if not isinstance(out, torch.Tensor):
+        raise TypeError(f"quantize: out must be a torch.Tensor, got {type(out).__name__}")
+    if out.shape != x.shape:
+        raise ValueError(f"quantize: out has shape {tuple(out.shape)}, x has {tuple(x.shape)}; they must match")
+    if out.dtype != x.dtype:
+        raise ValueError(f"quantize: out is {out.dtype}, x is {x.dtype}; they must match")
+    if out.device != x.device:
+        raise ValueError(f"quantize: out is on {out.device}, x on {x.device}; they must match")
+    if out.requires_grad:
+        raise ValueError("quantize: out requires grad, but the result carries none; pass a tensor that does not")
+    if _memory_overlaps(out, x):
+        raise ValueError("quantize: out shares memory with x; in-place quantization is not supported")
+
+
+def _memory_overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether the byte ranges the two tensors span intersect (interleaved views count as overlapping)."""
+    if a.numel() == 0 or b.numel() == 0:
+        return False
+
+    def span(t: torch.Tensor) -> tuple[int, int]:
+        last = sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()))
+        return t.data_ptr(), t.data_ptr() + (last + 1) * t.element_size()
+
+    (a_start, a_end), (b_start, b_end) = span(a), span(b)
+    return a_start < b_end and b_start < a_end
+
+
+def _quantize_on_fastest_path(x: torch.Tensor, spec: QuantSpec, out: torch.Tensor | None) -> torch.Tensor:
+    """x fake-quantized on the fastest bit-exact path; a compiled path writes into `out` (float32, contiguous)."""
     if x.numel() == 0 or x.dim() == 0:
-        return quantize_reference(x.detach(), spec)
-    x32 = x.detach().to(torch.float32).contiguous()
+        return quantize_reference(x, spec)
+    x32 = x.to(torch.float32).contiguous()
     if x.is_cuda and TRITON_AVAILABLE:
         from qscaling.kernels import fake_quant
 
         if fake_quant.supports(x32, spec):
-            return fake_quant.quantize_triton(x32, spec).to(x.dtype)
+            return fake_quant.quantize_triton(x32, spec, out=out).to(x.dtype)
     if x.device.type == "cpu" and x.numel() >= MIN_ELEMENTS_FOR_FAST_PATH and fast.supports(x32, spec):
         global _reference_elements
         if _reference_elements >= FAST_PATH_AFTER_ELEMENTS:
-            return fast.quantize_fast(x32, spec).to(x.dtype)
+            return fast.quantize_fast(x32, spec, out=out).to(x.dtype)
         _reference_elements += x.numel()
     if spec.kind == "fp" and fast.fits_rows(x32, spec):
         return fast.quantize_fp_eager(x32, spec).to(x.dtype)
-    return quantize_reference(x.detach(), spec)
+    return quantize_reference(x, spec)
