@@ -3,11 +3,13 @@
 # (figures, fitted laws, claims, metric tables), never checkpoints or token shards.
 #   reference/regenerate.sh smoke default      (what `make reference` runs)
 # Commit the result together with the change that moved it; tests/test_reference.py diffs the suite's own smoke
-# run against reference/smoke.
+# run against reference/smoke. Both run in reproducible CPU mode (qscaling.reproducible) on 2 cores, the suite's
+# `--cores`, so that any x86-64 machine with AVX2 makes the same bytes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-.venv/bin}
-CORES=${CORES:-all}
+CORES=${CORES:-2}
+eval "$("$BIN/python" -m qscaling.reproducible)"
 for scale in "${@:-smoke}"; do
   workdir=$(mktemp -d "${TMPDIR:-/tmp}/qscaling-reference-$scale.XXXXXX")
   "$BIN/qscaling" run --cores "$CORES" --directory "$workdir" --config "scale=$scale"

@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 import torch
 
+from qscaling.reproducible import REPRODUCIBLE_CPU_ENV
+
 # Without a GPU the Triton kernels run in Triton's interpreter, which reads this when triton is first imported.
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -114,15 +116,25 @@ def run_snakemake(
     timeout: int = SMOKE_TIMEOUT_S,
     env: dict | None = None,
     warm: bool = False,
+    reproducible: bool = True,
 ) -> subprocess.CompletedProcess:
     """The real Snakefile, run with `workdir` as its working directory (`env`: extra environment variables) by
-    plain Snakemake, or by `qscaling run` and its warm worker (`warm`; no `--` among `args`: argparse eats it)."""
+    plain Snakemake, or by `qscaling run` and its warm worker (`warm`; no `--` among `args`: argparse eats it), in
+    reproducible CPU mode unless `reproducible` is False (`dag_environment`)."""
     if warm:
         command = [*qscaling_run_command(workdir, scale), *args]
     else:
         snakefile = ["-s", str(REPO_ROOT / "Snakefile")]
         command = [sys.executable, "-m", "snakemake", *snakefile, *workflow_arguments(workdir, scale), *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
+    environment = {**dag_environment(reproducible), **(env or {})}
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=environment)
+
+
+def dag_environment(reproducible: bool = True) -> dict:
+    """The environment of the suite's DAG runs: reproducible CPU mode (`qscaling.reproducible`), in which
+    reference/smoke was made, so that a run on any x86-64 machine with AVX2 gives its bytes."""
+    native = {name: value for name, value in os.environ.items() if name not in REPRODUCIBLE_CPU_ENV}
+    return {**native, **REPRODUCIBLE_CPU_ENV} if reproducible else native
 
 
 def workflow_arguments(workdir: Path, scale: str) -> list[str]:
@@ -146,7 +158,9 @@ def kill_when_done(command: list[str], log: Path, fraction: float, timeout: floa
     """Start `command` in a session of its own; SIGKILL all of it (every job too, as a crash would) once
     Snakemake reports `fraction` of its steps done. Returns that progress line."""
     with open(log, "w") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        process = subprocess.Popen(
+            command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=dag_environment()
+        )
     deadline = time.monotonic() + timeout
     try:
         while time.monotonic() < deadline and process.poll() is None:
@@ -174,7 +188,9 @@ def interrupted_smoke_run(tmp_path_factory) -> InterruptedRun:
     killed_at = kill_when_done(qscaling_run_command(workdir), workdir.parent / "smoke_interrupted.log", 0.25)
     locks = workdir / ".snakemake" / "locks"
     lock_left = locks.is_dir() and any(locks.iterdir())
-    resume = subprocess.run(qscaling_run_command(workdir), capture_output=True, text=True, timeout=SMOKE_TIMEOUT_S)
+    resume = subprocess.run(
+        qscaling_run_command(workdir), capture_output=True, text=True, timeout=SMOKE_TIMEOUT_S, env=dag_environment()
+    )
     assert resume.returncode == 0, resume.stdout[-2000:] + resume.stderr[-3000:]
     return InterruptedRun(workdir, killed_at, lock_left, resume)
 
@@ -198,25 +214,14 @@ def cpu_capability(env: dict | None = None) -> str:
     ).stdout.strip()
 
 
-def alternate_cpu() -> dict:
-    """Another CPU code path on this machine, a stand-in for another machine: torch's non-vectorised kernels
-    (and GEMM), or AVX2 where the suite itself already runs on those."""
-    for capability in ("default", "avx2"):
-        env = {"ATEN_CPU_CAPABILITY": capability}
-        if cpu_capability(env) != cpu_capability():
-            return env
-    return {}
-
-
 @pytest.fixture(scope="session")
-def alternate_cpu_smoke_run(tmp_path_factory) -> Path:
-    """A complete smoke run under another CPU code path (`alternate_cpu`)."""
-    env = alternate_cpu()
-    if not env:
+def native_cpu_smoke_run(tmp_path_factory) -> Path:
+    """A complete smoke run on the code paths the libraries pick for this CPU (not reproducible CPU mode): what a
+    user of another machine who does not ask for that mode gets."""
+    if cpu_capability() == cpu_capability(REPRODUCIBLE_CPU_ENV):
         pytest.skip(f"torch offers this CPU no code path other than {cpu_capability()!r}")
-    workdir = tmp_path_factory.mktemp("smoke_alternate_cpu")
-    # Its warm worker imports torch under the other code path too.
-    result = run_snakemake(workdir, env=env, warm=True)
+    workdir = tmp_path_factory.mktemp("smoke_native_cpu")
+    result = run_snakemake(workdir, warm=True, reproducible=False)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     assert "jobs ran in the warm worker" in result.stdout, result.stdout[-2000:]
     return workdir

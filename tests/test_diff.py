@@ -161,6 +161,24 @@ def test_a_changed_verdict_is_reported_with_its_row(trees, capsys):
     assert "verdict: 1 rows differ (row 1: 'inconclusive' → 'reproduced')" in out
 
 
+def test_numbers_derived_from_an_ill_conditioned_fit_are_not_compared_but_their_verdicts_are():
+    draws = pd.DataFrame({"draw": [0, 1], "P_star": [2.05, np.nan], "ill_conditioned": [True, False]})
+    moved = draws.assign(P_star=[3.55, np.nan])
+    assert compare_tables(draws, moved, Tolerances())[0]
+    assert not compare_tables(draws, moved.assign(P_star=[2.05, 1.0]), Tolerances())[0]  # row 1 is pinned down
+    assert not compare_tables(draws, moved.assign(ill_conditioned=False), Tolerances())[0]  # one side only
+    row = {
+        "statistic": "P* = 1.09 bits: the joint fit is ill-conditioned",
+        "ci": "[0.587, 2.51]",
+        "verdict": "inconclusive",
+    }
+    claims = pd.DataFrame([row])
+    assert compare_tables(claims, claims.assign(statistic="P* = 2.32 bits: the joint fit is ill-conditioned",
+                                                ci="[1.18, 3.66]"), Tolerances())[0]  # fmt: skip
+    assert not compare_tables(claims, claims.assign(verdict="not reproduced"), Tolerances())[0]
+    assert not compare_tables(claims, claims.assign(statistic="P* = 2.32 bits"), Tolerances())[0]
+
+
 def test_fit_parameters_and_ci_overlap(trees):
     a, b = trees
     fit_path = b / "results" / "fits" / "study" / "chinchilla.json"

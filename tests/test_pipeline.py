@@ -35,6 +35,7 @@ def test_smoke_run_builds_every_study_figure_and_the_claims(smoke_runs):
         "ouyang2024/table1",
         *(f"sun2025/fig{n}" for n in (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14)),
         "sun2025/table2",
+        *(f"kumar2024/fig{n}" for n in (4, 5, 20)),
         *(
             f"chen2025/{name}"
             for name in ("fig1", "fig4", "fig5", "fig6", "fig7", "fig8", "fig9", "fig16", "table1", "table2")
@@ -43,7 +44,15 @@ def test_smoke_run_builds_every_study_figure_and_the_claims(smoke_runs):
         figure = first / "figures" / f"{target}.png"
         assert figure.read_bytes()[:4] == b"\x89PNG" and draws_data(figure_record(figure)), target
     claims = pd.read_csv(first / "results" / "claims.csv")
-    assert set(claims["study"]) == {"ladder", "kumar2024", "ouyang2024", "ahmadian2023", "chen2025", "sun2025"}
+    assert set(claims["study"]) == {
+        "ladder",
+        "kumar2024",
+        "ouyang2024",
+        "ahmadian2023",
+        "chen2025",
+        "sun2025",
+        "kumar2024_training",
+    }
     assert set(claims["verdict"]) <= {"reproduced", "not reproduced", "inconclusive"}
     assert (claims["scale"] == "smoke").all()
     kumar = pd.read_parquet(first / "results" / "tables" / "kumar2024.parquet")

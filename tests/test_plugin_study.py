@@ -37,6 +37,7 @@ def test_a_plugin_block_is_checked_by_its_own_module(raw_config, monkeypatch):
         "ahmadian2023",
         "chen2025",
         "sun2025",
+        "kumar2024_training",
         "toy2025",
     ]
     config["studies"]["toy2025"]["sizes"] = ["N3k", "N9z"]

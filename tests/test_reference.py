@@ -1,8 +1,10 @@
 """The suite's own smoke runs against the committed reference/smoke, with the tolerance profile
 reference/tolerances.yaml (why each value: docs/operations.md).
 
-The reference may come from another machine, so one run here takes another CPU code path on purpose and must
-pass too; a small deliberate change of method must still fail. A change that moves a metric, a fitted
+The reference may come from another machine: it and the suite's runs are made in reproducible CPU mode
+(`qscaling.reproducible`), the same bytes on any x86-64 machine with AVX2, and compared with tolerances that
+absorb the rest. One run on this CPU's own code paths keeps the reference's verdicts; a small deliberate change
+of method must still fail. A change that moves a metric, a fitted
 constant, a verdict or a figure beyond tolerance fails here until the reference is regenerated
 (`make reference`) in the same commit.
 """
@@ -14,6 +16,7 @@ import shutil
 import subprocess
 import sys
 
+import numpy as np
 import pandas as pd
 import pytest
 from conftest import REPO_ROOT, run_snakemake
@@ -23,6 +26,8 @@ from qscaling.diff import diff_trees, list_artifacts
 REFERENCE = REPO_ROOT / "reference"
 # Why these values: docs/operations.md, "Reference outputs and their tolerances".
 TOLERANCES = ("--tolerances", str(REFERENCE / "tolerances.yaml"))
+# How a claim's statistic says it was read off a fit its data do not pin down.
+UNIDENTIFIED = re.compile(r"at its bound|reaches its bound|ill-conditioned")
 
 
 def diff_against(reference, run, *extra) -> subprocess.CompletedProcess:
@@ -46,7 +51,7 @@ def test_the_reference_holds_small_artifacts_only():
 
 
 def test_the_tolerances_catch_a_moved_loss(tmp_path):
-    """A 1 % shift of one loss is far beyond rtol 1e-3 + atol 1e-3 at losses of ~5 nats: the check can fail."""
+    """A 1 % shift of one loss is far beyond the losses' rtol of 2e-3 at ~5 nats: the check can fail."""
     copy = tmp_path / "moved"
     shutil.copytree(REFERENCE / "smoke", copy)
     table_path = copy / "results" / "tables" / "learning_curves.parquet"
@@ -138,22 +143,25 @@ def test_the_smoke_run_matches_the_committed_reference(smoke_runs):
 
 
 @pytest.mark.slow
-def test_a_run_on_another_cpu_code_path_matches_the_reference_with_the_same_verdicts(
-    alternate_cpu_smoke_run, smoke_runs
-):
-    moved = [d.path for d in diff_trees(smoke_runs[0], alternate_cpu_smoke_run) if d.status != "identical"]
-    assert moved, "the other code path changed no artifact: this test would show nothing"
-    result = diff_against(REFERENCE / "smoke", alternate_cpu_smoke_run, "--markdown")
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr
-    verdicts = [
-        pd.read_csv(root / "results" / "claims.csv")["verdict"].tolist()
-        for root in (REFERENCE / "smoke", alternate_cpu_smoke_run)
-    ]
-    flipped = {row for row, (a, b) in enumerate(zip(*verdicts)) if a != b}
-    # Only a verdict whose CI bound sits within tolerance of 0 may differ, and the diff must have named it.
+def test_a_run_on_this_cpus_own_code_paths_keeps_the_reference_verdicts(native_cpu_smoke_run, smoke_runs):
+    """Outside reproducible CPU mode the numbers move (so the mode is what makes the reference portable) but the
+    claims keep their verdicts, except one the diff names borderline (a CI bound within tolerance of its
+    threshold) or one read off a fit that is not identified (a parameter at its bound, an ill-conditioned fit):
+    such a fit's parameters land wherever float noise puts them."""
+    moved = [d.path for d in diff_trees(smoke_runs[0], native_cpu_smoke_run) if d.status != "identical"]
+    assert moved, "this CPU's own code paths changed no artifact: this test would show nothing"
+    assert set(list_artifacts(native_cpu_smoke_run)) == set(list_artifacts(REFERENCE / "smoke"))
+    result = diff_against(REFERENCE / "smoke", native_cpu_smoke_run, "--markdown")
+    claims = [pd.read_csv(root / "results" / "claims.csv") for root in (REFERENCE / "smoke", native_cpu_smoke_run)]
+    assert claims[0][["study", "claim"]].equals(claims[1][["study", "claim"]])
+    outcome = ["verdict", "magnitude"]
+    flipped = set(np.flatnonzero((claims[0][outcome].fillna("") != claims[1][outcome].fillna("")).any(axis=1)))
     named = {int(row) for shown in re.findall(r"borderline verdicts \(([^)]*)\)", result.stdout)
              for row in re.findall(r"row (\d+):", shown)}  # fmt: skip
-    assert len(verdicts[0]) == len(verdicts[1]) and flipped <= named, (flipped, named)
+    unidentified = {
+        row for row in flipped if any(UNIDENTIFIED.search(str(table["statistic"][row])) for table in claims)
+    }
+    assert flipped <= named | unidentified, (flipped - named - unidentified, result.stdout[-4000:])
 
 
 @pytest.mark.slow

@@ -40,6 +40,7 @@ GPU_RULES = (
     "score_ahmadian2023",
     "score_chen2025",
     "score_sun2025",
+    "score_kumar2024_training",
 )
 
 

@@ -116,13 +116,15 @@ def evaluate_run(
 
 
 def write_table(frame: pd.DataFrame, path: str | Path) -> None:
-    """Parquet written atomically, without pandas' index and with a fixed row order."""
+    """Parquet written atomically, without pandas' index and with a fixed row order. zstd and no serialized Arrow
+    schema beside pandas' own metadata (which restores every dtype) halve a small table: reference/ holds
+    hundreds of them."""
     import os
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
-    frame.reset_index(drop=True).to_parquet(tmp, index=False)
+    frame.reset_index(drop=True).to_parquet(tmp, index=False, compression="zstd", store_schema=False)
     os.replace(tmp, path)
 
 

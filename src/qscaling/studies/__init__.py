@@ -61,6 +61,34 @@ def label(**columns) -> tuple:
 
 
 @dataclass(frozen=True)
+class PartneredPoint:
+    """A run trained at `precision` (a `training_precision`) beside its full-precision partner: the same size,
+    budget and `recipe` (seed, learning rate), the partner's checkpoint labelled `partner_label`."""
+
+    size: str
+    budget: int
+    precision: dict
+    label: tuple
+    partner_label: tuple
+    recipe: dict = field(default_factory=dict)
+
+
+def partnered_evaluations(study: str, block: dict, planner, points) -> list[Evaluation]:
+    """Each `PartneredPoint`'s run and its partner, annealed by the study block's `anneal` and
+    `cooldown_fraction`: one evaluation per checkpoint with every label it carries (a partner shared by several
+    points keeps its first label)."""
+    anneal, fraction = block["anneal"], block["cooldown_fraction"]
+    labels = {}
+    for point in points:
+        annealed = (point.size, point.budget, anneal, fraction)
+        run = planner.annealed(*annealed, training_precision=point.precision, **point.recipe)
+        labels.setdefault((run, point.budget), []).append(point.label)
+        partner = planner.annealed(*annealed, **point.recipe)
+        labels.setdefault((partner, point.budget), [point.partner_label])
+    return [Evaluation(study, run, tokens, tuple(variants)) for (run, tokens), variants in labels.items()]
+
+
+@dataclass(frozen=True)
 class Quantization:
     method: str  # rtn | gptq | awq | w8a8
     spec: str  # a qscaling.quant spec string
@@ -149,6 +177,21 @@ def ptq_scoring(config: dict, layout, study: str, quantizations) -> Scoring:
     return Scoring("qscaling.studies.ptq:score_job", inputs, params, message="Quantizing and scoring")
 
 
+def as_trained_scoring(config: dict, layout, study: str) -> Scoring:
+    """Every checkpoint evaluated as it trained on the held-out windows (`score_as_trained`): the scoring of a study
+    whose δ pairs separately trained runs, with the study block's `eval_tokens`."""
+    params = {"eval_tokens": config["studies"][study]["eval_tokens"], "batch_size": config["evaluation"]["batch_size"]}
+    return Scoring(
+        f"{__name__}:score_as_trained", {"val": layout.data("val.bin")}, params, message="Scoring as trained"
+    )
+
+
+def score_as_trained(checkpoint, inputs: dict, params: dict, labels: list[dict], device: str) -> dict:
+    """One checkpoint evaluated as it trained: its loss on every held-out window (what δ is paired over)."""
+    _, _, windows, _ = score_windows(checkpoint, inputs["val"], params, device)
+    return {"table": with_labels(windows, labels)}
+
+
 def score_windows(checkpoint, val_path: str, params: dict, device: str):
     """A checkpoint loaded as it trained and evaluated on the held-out windows: (model, held-out tokens, one row
     per window with its loss and the checkpoint's columns, those columns). Per-window rows let a study pair two
@@ -224,6 +267,58 @@ def build_study_table(module, rows: pd.DataFrame, settings: dict) -> pd.DataFram
             f"{module.STUDY}: run(s) {', '.join(runs)} diverged and the study has no rule to leave them out"
         )
     return module.build_table(rows, settings)
+
+
+PARTNER_KEYS = ["size", "N", "D", "seed"]  # a point trained at a precision and its full-precision partner share these
+
+
+def partnered_table(rows: pd.DataFrame, study: str, variant: list, labels: list, partner_column: str, full: str):
+    """One row per checkpoint and variant (`variant`: the columns that tell one point from another besides
+    PARTNER_KEYS; `labels`: every label column kept): its loss over the held-out windows and, for a point whose
+    `partner_column` is not `full`, δ = its loss − its full-precision partner's, paired over the same windows, with
+    standard errors. `budget` is the planned token budget, D the tokens seen. A diverged run keeps a row with
+    `diverged` True and no loss; a point without a partner (trained or diverged) is an error."""
+    from qscaling.evaluate import standard_error
+
+    keys = PARTNER_KEYS
+    rows, diverged = split_diverged(rows)
+    per_window = rows.drop_duplicates(["run", "window", *variant, "seed"])
+    losses = (
+        per_window.groupby([*keys, "milestone", *labels, "run"], sort=False, dropna=False)
+        .agg(loss=("loss", "mean"), loss_se=("loss", standard_error), windows=("window", "size"))
+        .reset_index()
+    )
+    is_full = per_window[partner_column] == full
+    partners = per_window[is_full][[*keys, "window", "loss"]].drop_duplicates([*keys, "window"])
+    points = per_window[~is_full]
+    paired = points.merge(partners, on=[*keys, "window"], suffixes=("", "_base"), validate="many_to_one")
+    paired["difference"] = paired["loss"] - paired["loss_base"]
+    deltas = (
+        paired.groupby(["run", *variant, "seed"], sort=False)
+        .agg(base_loss=("loss_base", "mean"), delta=("difference", "mean"), delta_se=("difference", standard_error))
+        .reset_index()
+    )
+    table = losses.merge(deltas, on=["run", *variant, "seed"], how="left")
+    partnered = {tuple(key) for key in partners[keys].drop_duplicates().to_numpy()}
+    partnered |= {tuple(key) for key in diverged.loc[diverged[partner_column] == full, keys].to_numpy()}
+    unpartnered = {tuple(key) for key in points[keys].drop_duplicates().to_numpy()} - partnered
+    if unpartnered:
+        raise ValueError(f"{study}: quantized points without a full-precision partner: {sorted(unpartnered)}")
+    table = table.assign(diverged=False, diverged_reason="")
+    if not diverged.empty:
+        lost = diverged[[*keys, "milestone", *labels, "run", "diverged_reason"]].assign(diverged=True)
+        table = pd.concat([table, lost], ignore_index=True)
+    return table.rename(columns={"milestone": "budget"})
+
+
+def trained(table: pd.DataFrame) -> pd.DataFrame:
+    """The rows of runs that trained (not diverged)."""
+    return table[~table["diverged"].astype(bool)]
+
+
+def recipe_seed(table: pd.DataFrame) -> int:
+    """The seed most points trained with (the recipe's): the `seeds` repeats are a few points at other seeds."""
+    return int(table["seed"].mode().min())
 
 
 def split_diverged(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:

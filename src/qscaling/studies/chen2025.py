@@ -26,7 +26,16 @@ import pandas as pd
 
 from qscaling.config import ConfigError, check_sizes
 from qscaling.laws import chen2025 as law
-from qscaling.studies import Evaluation, Job, Scoring, label, scaled_peak_lr, try_fit
+from qscaling.studies import (
+    Evaluation,
+    Job,
+    PartneredPoint,
+    Scoring,
+    label,
+    partnered_evaluations,
+    scaled_peak_lr,
+    try_fit,
+)
 from qscaling.studies.claims import (
     INCONCLUSIVE,
     NO_PAPER_VALUE,
@@ -176,26 +185,27 @@ def points(config: dict) -> list[dict]:
 
 def plan(config: dict, planner) -> list[Evaluation]:
     """Each QAT point and its full-precision partner (one evaluation per checkpoint, every label it carries)."""
-    block = config["studies"][STUDY]
-    anneal, fraction = block["anneal"], block["cooldown_fraction"]
-    labels = {}
-    for point in points(config):
-        size, budget, seed, lr_scale = point["size"], point["budget"], point["seed"], point["lr_scale"]
-        precision = training_precision(point["precision"], point["group"], 4, point["format"], point["quantizer"])
-        recipe = {"seed": seed}
-        if lr_scale != 1.0:
-            recipe["lr"] = scaled_peak_lr(config, size, lr_scale)
-        run = planner.annealed(size, budget, anneal, fraction, training_precision=precision, **recipe)
-        group = law_group(config, size, point["group"])
-        granularity = CHANNEL if point["group"] == CHANNEL else "group"
-        variant = {"precision": point["precision"], "format": point["format"], "quantizer": point["quantizer"]}
-        labels.setdefault((run, budget), []).append(
-            label(**variant, lr_scale=lr_scale, G=group, granularity=granularity, seed=seed)
-        )
-        partner = planner.annealed(size, budget, anneal, fraction, **recipe)
-        full = label(precision=FULL, format="", quantizer="", lr_scale=lr_scale, G=0, granularity="", seed=seed)
-        labels.setdefault((partner, budget), [full])
-    return [Evaluation(STUDY, run, tokens, tuple(variants)) for (run, tokens), variants in labels.items()]
+    return partnered_evaluations(
+        STUDY, config["studies"][STUDY], planner, [partnered(config, p) for p in points(config)]
+    )
+
+
+def partnered(config: dict, point: dict) -> PartneredPoint:
+    size, seed, lr_scale = point["size"], point["seed"], point["lr_scale"]
+    recipe = {"seed": seed}
+    if lr_scale != 1.0:
+        recipe["lr"] = scaled_peak_lr(config, size, lr_scale)
+    group = law_group(config, size, point["group"])
+    granularity = CHANNEL if point["group"] == CHANNEL else "group"
+    variant = {"precision": point["precision"], "format": point["format"], "quantizer": point["quantizer"]}
+    return PartneredPoint(
+        size,
+        point["budget"],
+        training_precision(point["precision"], point["group"], 4, point["format"], point["quantizer"]),
+        label(**variant, lr_scale=lr_scale, G=group, granularity=granularity, seed=seed),
+        label(precision=FULL, format="", quantizer="", lr_scale=lr_scale, G=0, granularity="", seed=seed),
+        recipe,
+    )
 
 
 def scoring(config: dict, layout) -> Scoring:

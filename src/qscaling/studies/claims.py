@@ -19,6 +19,7 @@ INCONCLUSIVE = "inconclusive"
 MAGNITUDES = (COVERS_PAPER, EXCLUDES_PAPER, INCONCLUSIVE)  # for a claim with a paper value
 # A CI endpoint this close (relatively) to a parameter's bound was produced by the optimiser stopping there.
 BOUND_RTOL = 1e-9
+NOISE_SIGMAS = 2  # an effect within 2 σ_seed of nothing is inconclusive
 
 
 def claim(
@@ -49,6 +50,18 @@ def cannot_fail_claim(study: str, text: str, reason: str) -> dict:
     """A claim whose test could not have come out against the paper here (a test that cannot fail is no test):
     inconclusive, with `reason` saying why, e.g. "every variant counts 0 outlier dimensions"."""
     return claim(study, text, statistic=f"{reason}: the test cannot fail", ci="", verdict=INCONCLUSIVE)
+
+
+def floored_by_seed_noise(row: dict, effect: float, sigma: float, noise: str, what: str) -> dict:
+    """`row` made inconclusive where its whole effect (`what`, in nats) is within NOISE_SIGMAS σ_seed of nothing:
+    separately trained runs differ by that much with no precision effect at all. `noise` (how σ_seed was
+    measured) joins the row's CI."""
+    row = {**row, "ci": f"{row['ci']} ({noise})" if row["ci"] else noise}
+    if math.isfinite(sigma) and effect <= NOISE_SIGMAS * sigma and row["verdict"] != INCONCLUSIVE:
+        statistic = f"{row['statistic']}; {what} {effect:.2g} ≤ {NOISE_SIGMAS} σ_seed"
+        magnitude = row["magnitude"] if row["magnitude"] == NO_PAPER_VALUE else INCONCLUSIVE
+        return {**row, "statistic": statistic, "verdict": INCONCLUSIVE, "magnitude": magnitude}
+    return row
 
 
 def verdict_from_interval(low: float, high: float, expect: str) -> str:

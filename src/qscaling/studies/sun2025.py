@@ -28,13 +28,24 @@ import pandas as pd
 from qscaling.config import ConfigError, check_sizes
 from qscaling.laws import LAWS
 from qscaling.laws import sun2025 as law
-from qscaling.studies import Evaluation, Scoring, label, try_fit
+from qscaling.studies import (
+    Evaluation,
+    PartneredPoint,
+    as_trained_scoring,
+    label,
+    partnered_evaluations,
+    partnered_table,
+    recipe_seed,
+    trained,
+    try_fit,
+)
 from qscaling.studies.claims import (
     COVERS_PAPER,
     EXCLUDES_PAPER,
     INCONCLUSIVE,
-    NO_PAPER_VALUE,
+    NOISE_SIGMAS,
     claim,
+    floored_by_seed_noise,
     magnitude_from_interval,
     pooled_slope,
 )
@@ -57,15 +68,13 @@ GEMM_INPUTS = {
 LAW_INPUTS = "P2+P4+P6"  # what the scaling-law runs quantize
 WEIGHT_FIELDS = ("weights", "backward_weight")  # quantized per output row along the input dim; the rest per token
 FIT, VALIDATION = "fit", "validation"
-KEYS = ["size", "N", "D", "seed"]  # a quantized point and its full-precision partner share these
-VARIANT = ["format", "block", "inputs", "split"]  # with KEYS, what tells one point from another
+VARIANT = ["format", "block", "inputs", "split"]  # with PARTNER_KEYS, what tells one point from another
 LABELS = ["format", "E", "M", "block", "B", "inputs", "split"]
 DIVERGED_RULE = (
     "a point whose run diverged keeps its row with diverged = True and no loss (a partner that diverged leaves δ "
     "empty); fits, figures and claims read only the rows that trained"
 )
 KUMAR_FORM_OTHER_BITS = 16  # Kumar et al.'s P_a and P_kv for Sun et al.'s runs, which keep A and KV in BF16
-NOISE_SIGMAS = 2  # an effect within 2 σ_seed of nothing is inconclusive
 
 
 def exponent_mantissa(name: str) -> tuple[int, int]:
@@ -189,85 +198,38 @@ def points(config: dict) -> list[dict]:
 
 def plan(config: dict, planner) -> list[Evaluation]:
     """Each quantized point and its full-precision partner (one evaluation per checkpoint, every label it carries)."""
-    block = config["studies"][STUDY]
-    anneal, fraction = block["anneal"], block["cooldown_fraction"]
-    labels = {}
-    for p in points(config):
-        size, budget, seed = p["size"], p["budget"], p["seed"]
-        precision = training_precision(p["format"], p["block"], p["inputs"])
-        run = planner.annealed(size, budget, anneal, fraction, training_precision=precision, seed=seed)
-        E, M = exponent_mantissa(p["format"])
-        B = law_block(config, size, p["block"])
-        variant = label(format=p["format"], E=E, M=M, block=str(p["block"]), B=B, inputs=p["inputs"])
-        labels.setdefault((run, budget), []).append(variant + label(split=p["split"], seed=seed))
-        partner = planner.annealed(size, budget, anneal, fraction, seed=seed)
-        full = label(format=FULL, E=FULL_E, M=FULL_M, block=CHANNEL, B=law_block(config, size, CHANNEL), inputs="")
-        labels.setdefault((partner, budget), [full + label(split=p["split"], seed=seed)])
-    return [Evaluation(STUDY, run, tokens, tuple(variants)) for (run, tokens), variants in labels.items()]
+    return partnered_evaluations(
+        STUDY, config["studies"][STUDY], planner, [partnered(config, p) for p in points(config)]
+    )
 
 
-def scoring(config: dict, layout) -> Scoring:
-    block = config["studies"][STUDY]
-    params = {"eval_tokens": block["eval_tokens"], "batch_size": config["evaluation"]["batch_size"]}
-    return Scoring(f"{__name__}:score_job", {"val": layout.data("val.bin")}, params, message="Scoring as trained")
+def partnered(config: dict, p: dict) -> PartneredPoint:
+    size, seed = p["size"], p["seed"]
+    E, M = exponent_mantissa(p["format"])
+    variant = label(format=p["format"], E=E, M=M, block=str(p["block"]), B=law_block(config, size, p["block"]))
+    full = label(format=FULL, E=FULL_E, M=FULL_M, block=CHANNEL, B=law_block(config, size, CHANNEL), inputs="")
+    return PartneredPoint(
+        size,
+        p["budget"],
+        training_precision(p["format"], p["block"], p["inputs"]),
+        variant + label(inputs=p["inputs"], split=p["split"], seed=seed),
+        full + label(split=p["split"], seed=seed),
+        {"seed": seed},
+    )
 
 
-def score_job(checkpoint, inputs: dict, params: dict, labels: list[dict], device: str) -> dict:
-    """One checkpoint evaluated as it trained: its loss on every held-out window (what δ is paired over)."""
-    from qscaling.studies import score_windows, with_labels
-
-    _, _, windows, _ = score_windows(checkpoint, inputs["val"], params, device)
-    return {"table": with_labels(windows, labels)}
+def scoring(config: dict, layout):
+    return as_trained_scoring(config, layout, STUDY)
 
 
 def build_table(rows: pd.DataFrame, settings: dict) -> pd.DataFrame:
-    """One row per checkpoint and variant: its loss over the held-out windows and, for a quantized point, δ = its
-    loss − its full-precision partner's, paired over the same windows, with standard errors. `budget` is the
-    planned token budget, D the tokens seen (whole steps). Diverged runs keep a row (DIVERGED_RULE)."""
-    from qscaling.evaluate import standard_error
-    from qscaling.studies import split_diverged
-
-    rows, diverged = split_diverged(rows)
-    per_window = rows.drop_duplicates(["run", "window", *VARIANT, "seed"])
-    columns = [*KEYS, "milestone", *LABELS, "run"]
-    losses = (
-        per_window.groupby(columns, sort=False, dropna=False)
-        .agg(loss=("loss", "mean"), loss_se=("loss", standard_error), windows=("window", "size"))
-        .reset_index()
-    )
-    full = per_window[per_window["format"] == FULL][[*KEYS, "window", "loss"]].drop_duplicates([*KEYS, "window"])
-    quantized = per_window[per_window["format"] != FULL]
-    paired = quantized.merge(full, on=[*KEYS, "window"], suffixes=("", "_base"), validate="many_to_one")
-    paired["difference"] = paired["loss"] - paired["loss_base"]
-    deltas = (
-        paired.groupby(["run", *VARIANT, "seed"], sort=False)
-        .agg(base_loss=("loss_base", "mean"), delta=("difference", "mean"), delta_se=("difference", standard_error))
-        .reset_index()
-    )
-    table = losses.merge(deltas, on=["run", *VARIANT, "seed"], how="left")
-    partnered = {tuple(key) for key in full[KEYS].drop_duplicates().to_numpy()}
-    partnered |= {tuple(key) for key in diverged.loc[diverged["format"] == FULL, KEYS].to_numpy()}
-    unpartnered = {tuple(key) for key in quantized[KEYS].drop_duplicates().to_numpy()} - partnered
-    if unpartnered:
-        raise ValueError(f"{STUDY}: quantized points without a full-precision partner: {sorted(unpartnered)}")
-    table = table.assign(diverged=False, diverged_reason="")
-    if not diverged.empty:
-        lost = diverged[[*KEYS, "milestone", *LABELS, "run", "diverged_reason"]].assign(diverged=True)
-        table = pd.concat([table, lost], ignore_index=True)
-    table = table.rename(columns={"milestone": "budget"})
+    """One row per checkpoint and variant (`partnered_table`): its loss and, for a quantized point, δ against its
+    full-precision partner. Diverged runs keep a row (DIVERGED_RULE)."""
+    table = partnered_table(rows, STUDY, VARIANT, LABELS, "format", FULL)
     table["bits"] = table["E"] + table["M"] + 1
     table["tokens_per_param"] = table["D"] / table["N"]
     order = ["split", "inputs", "format", "block", "N", "D", "seed"]
     return table.sort_values(order).reset_index(drop=True)
-
-
-def trained(table: pd.DataFrame) -> pd.DataFrame:
-    return table[~table["diverged"].astype(bool)]
-
-
-def recipe_seed(table: pd.DataFrame) -> int:
-    """The seed most points trained with (the recipe's): the `seeds` repeats are a few points at other seeds."""
-    return int(table["seed"].mode().min())
 
 
 def law_rows(table: pd.DataFrame, split: str = FIT) -> pd.DataFrame:
@@ -467,17 +429,6 @@ def precision_effect(fit, rows: pd.DataFrame) -> float:
     return float(np.ptp(term))
 
 
-def _floored(row: dict, effect: float, sigma: float, noise: str, what: str) -> dict:
-    """A verdict whose whole effect is within NOISE_SIGMAS σ_seed of nothing is inconclusive: separately trained
-    runs differ by that much with no precision effect at all."""
-    row = {**row, "ci": f"{row['ci']} ({noise})" if row["ci"] else noise}
-    if math.isfinite(sigma) and effect <= NOISE_SIGMAS * sigma and row["verdict"] != INCONCLUSIVE:
-        statistic = f"{row['statistic']}; {what} {effect:.2g} ≤ {NOISE_SIGMAS} σ_seed"
-        magnitude = row["magnitude"] if row["magnitude"] == NO_PAPER_VALUE else INCONCLUSIVE
-        return {**row, "statistic": statistic, "verdict": INCONCLUSIVE, "magnitude": magnitude}
-    return row
-
-
 def _exponent_over_mantissa_claim(fit, rows: pd.DataFrame, sigma: float, noise: str) -> dict:
     """δ − ν from the Capybara fit, its CI the difference of the two CIs' far ends."""
     text = "Exponent bits matter slightly more than mantissa bits (δ > ν)"
@@ -501,7 +452,7 @@ def _exponent_over_mantissa_claim(fit, rows: pd.DataFrame, sigma: float, noise: 
         paper=paper,
         magnitude=magnitude_from_interval(low, high, paper),
     )
-    return _floored(row, precision_effect(fit, rows), sigma, noise, "precision term's range over the grid")
+    return floored_by_seed_noise(row, precision_effect(fit, rows), sigma, noise, "precision term's range over the grid")
 
 
 def _block_size_claim(table: pd.DataFrame, settings: dict, sigma: float, noise: str) -> dict:
@@ -530,7 +481,7 @@ def _block_size_claim(table: pd.DataFrame, settings: dict, sigma: float, noise: 
         ci=f"[{low:.3g}, {high:.3g}]",
         verdict="reproduced" if low > 0 else ("not reproduced" if high < 0 else INCONCLUSIVE),
     )
-    return _floored(row, abs(estimate) * span, sigma, noise, "loss change over the blocks")
+    return floored_by_seed_noise(row, abs(estimate) * span, sigma, noise, "loss change over the blocks")
 
 
 def layouts_within(fit, bits: int) -> set[tuple[int, int]]:
@@ -624,4 +575,4 @@ def _form_claim(capybara, kumar, rows: pd.DataFrame, sigma: float, noise: str) -
         verdict="reproduced" if better else "not reproduced",
     )
     gap = abs(errors[1] - errors[0]) * float(rows["loss"].mean())
-    return _floored(row, gap, sigma, noise, "error gap at the mean loss (nats)")
+    return floored_by_seed_noise(row, gap, sigma, noise, "error gap at the mean loss (nats)")

@@ -1,0 +1,338 @@
+"""Kumar et al. 2024's training-precision study: the tensors a precision quantizes, its grid and partners on the
+ladder, δ paired over held-out windows, the N_eff law's γ_x recovered from synthetic losses, claims held to the
+seed-noise floor, and its figures built by the real workflow at smoke scale."""
+
+import itertools
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import SMOKE_TIMEOUT_S, workflow_arguments
+
+from qscaling.config import ConfigError, corpus_id, resolve_config
+from qscaling.laws import kumar2024 as law
+from qscaling.studies import kumar2024_training as study
+from qscaling.studies import plan_all
+
+
+def test_a_precision_names_the_tensors_it_quantizes_at_the_papers_granularity():
+    assert study.training_precision("W4A8KV3") == {
+        "weights": "int4:channel",
+        "activations": "int8:tensor",
+        "kv": "int3:tensor",
+    }
+    assert study.training_precision("KV4") == {"kv": "int4:tensor"}
+    assert study.law_precisions("A4") == {"P_w": 32.0, "P_a": 4.0, "P_kv": 32.0}
+    assert study.law_precisions(study.FULL) == {"P_w": 32.0, "P_a": 32.0, "P_kv": 32.0}
+    assert [study.varied_tensor(name) for name in ("W3", "A8", "KV4", "W4A4", study.FULL)] == [
+        "w", "a", "kv", study.JOINT, ""
+    ]  # fmt: skip
+    for bad in ("", "W", "A4W4", "w4", "W4X"):
+        with pytest.raises(ValueError, match="is not W<bits>, A<bits>, KV<bits>"):
+            study.precision_bits(bad)
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda b: b["cells"][0]["precisions"].append("W9"), r"cells\.0\.precisions\.4: quant spec 'int9:channel'"),
+        (lambda b: b["cells"][2]["precisions"].append("Q4"), r"cells\.2\.precisions\.4: precision 'Q4' is not"),
+        (lambda b: b["cells"][0]["sizes"].append("N9M"), r"cells\.0\.sizes\.2: size 'N9M' is not in ladder"),
+        (lambda b: b["cells"][1].update(budgets=[123]), r"cells\.1\.budgets: not all of them are in"),
+        (lambda b: b["seeds"].update(extra=[0]), r"seeds\.extra: repeats the recipe's seed 0"),
+        (lambda b: b["seeds"].update(precision="W4A"), r"seeds\.precision: precision 'W4A' is not"),
+        (lambda b: b["seeds"].update(size="N1G"), r"seeds\.size: size 'N1G' is not in ladder"),
+        (lambda b: b["cells"][0].update(groups=[8]), r"cells\.0\.groups: unknown key"),
+        (lambda b: b.update(cooldown_fraction=1.5), r"cooldown_fraction"),
+    ],
+)
+def test_bad_grid_values_name_their_config_key(raw_config, edit, message):
+    edit(raw_config["studies"][study.STUDY])
+    with pytest.raises(ConfigError, match=rf"^config key studies\.{study.STUDY}\.{message}") as error:
+        resolve_config(raw_config)
+    assert "\n" not in str(error.value)
+
+
+@pytest.fixture(scope="module")
+def default_plan(default_config):
+    return plan_all(default_config, corpus_id(default_config))
+
+
+def test_every_point_has_its_fp32_partner_and_the_recipe_seed_partners_are_the_ladders(default_plan):
+    planner, evaluations = default_plan
+    points, partners = {}, {}
+    for evaluation in evaluations[study.STUDY]:
+        spec = planner.runs[evaluation.run].spec
+        key = (spec.size, evaluation.tokens, spec.seed)
+        for variant in evaluation.label_records():
+            if variant["precision"] == study.FULL:
+                assert spec.training_precision is None
+                partners[key] = evaluation.run
+            else:
+                assert spec.training_precision == study.training_precision(variant["precision"])
+                assert spec.cooldown is not None and variant["seed"] == spec.seed
+                points.setdefault(key, set()).add(variant["precision"])
+    assert set(points) == set(partners)
+    # 4 weight bits × (2 sizes × 2 budgets + 1 size × 2 budgets), 4 A/KV and 2 joint precisions × 2 budgets, and
+    # the seed point at two more seeds.
+    assert sum(len(names) for names in points.values()) == 4 * 6 + 4 * 2 + 2 * 2 + 2
+    assert points[("N21k", 500_000, 1)] == points[("N21k", 500_000, 2)] == {"W4"}
+    ladder = {e.run for e in evaluations["ladder"]}
+    assert {run for (_, _, seed), run in partners.items() if seed == 0} <= ladder
+
+
+def test_the_default_grid_trains_about_half_of_sun_et_als_tokens(default_plan):
+    """Sun et al.'s default grid is the measured yardstick (README): this study's own runs (those no other study
+    shares) must stay near half of its tokens, weighted by N, so that the default run keeps to its budget."""
+    planner, evaluations = default_plan
+
+    def lineage(name):
+        runs = set()
+        for evaluation in evaluations[name]:
+            run = evaluation.run
+            while run:
+                runs.add(run)
+                run = planner.trunk_of(run)
+        return runs
+
+    def own_cost(name):
+        others = set().union(*(lineage(other) for other in evaluations if other != name))
+        cost = 0
+        for run in lineage(name) - others:
+            spec = planner.runs[run].spec
+            trained = spec.total_tokens - (spec.cooldown["start_tokens"] if spec.cooldown else 0)
+            cost += trained * spec.shape.non_embedding_params
+        return cost
+
+    assert 0.4 < own_cost(study.STUDY) / own_cost("sun2025") < 0.65
+
+
+def window_rows(run, precision, losses, *, size="N1", N=1000, D=500, seed=0):
+    return pd.DataFrame(
+        {"run": run, "size": size, "N": N, "D": D, "milestone": D, "training_precision": precision,
+         "window": range(len(losses)), "loss": losses, "precision": precision, **study.law_precisions(precision),
+         "seed": seed}
+    )  # fmt: skip
+
+
+def test_delta_is_paired_over_windows_with_the_partner_at_the_same_size_budget_and_seed():
+    rows = pd.concat(
+        [
+            window_rows("full", study.FULL, [3.0, 3.2, 3.4]),
+            window_rows("w3", "W3", [3.1, 3.25, 3.5]),
+            window_rows("a4", "A4", [3.3, 3.4, 3.5]),
+            window_rows("full1", study.FULL, [3.1, 3.3, 3.5], seed=1),
+            window_rows("w3-1", "W3", [3.2, 3.4, 3.6], seed=1),
+        ]
+    )
+    table = study.build_table(rows, {})
+    point = table[table["run"] == "w3"].iloc[0]
+    assert point["delta"] == pytest.approx(np.mean([0.1, 0.05, 0.1]))
+    assert point["delta_se"] == pytest.approx(np.std([0.1, 0.05, 0.1], ddof=1) / np.sqrt(3))
+    assert point["base_loss"] == pytest.approx(3.2) and point["P_w"] == 3 and point["P_a"] == study.FULL_BITS
+    assert table.set_index("run")["varied"].to_dict() == {"full": "", "full1": "", "a4": "a", "w3": "w", "w3-1": "w"}
+    assert table.loc[table["run"] == "w3-1", "delta"].iloc[0] == pytest.approx(0.1)
+    assert np.isnan(table.loc[table["run"] == "full", "delta"].iloc[0])
+    with pytest.raises(ValueError, match="quantized points without a full-precision partner"):
+        study.build_table(window_rows("w3", "W3", [3.0, 3.1], D=999), {})
+
+
+def test_a_diverged_run_keeps_a_row_without_a_loss_and_is_left_out_of_the_fits():
+    diverged = (
+        window_rows("a2", "A2", [np.nan])
+        .drop(columns=["window", "loss"])
+        .assign(diverged=True, diverged_reason="loss is NaN at step 3")
+    )
+    rows = pd.concat([window_rows("full", study.FULL, [3.0, 3.2]).assign(diverged=False), diverged], ignore_index=True)
+    table = study.build_table(rows, {})
+    lost = table[table["run"] == "a2"].iloc[0]
+    assert lost["diverged"] and np.isnan(lost["loss"]) and lost["varied"] == "a"
+    assert list(study.law_rows(table)["run"]) == ["full"]
+
+
+TRUE = {"A": 30.0, "alpha": 0.3, "B": 60.0, "E": 1.5, "gamma_w": 2.5, "n_w": 0.3, "gamma_a": 2.0, "n_a": 1.0,
+        "gamma_kv": 1.2, "n_kv": 2.0}  # fmt: skip
+SIZES = {"N1": 20_000, "N2": 40_000, "N3": 80_000}
+BUDGETS = (250_000, 500_000, 1_000_000)
+SWEEPS = ("W2", "W3", "W4", "W5", "W6", "W8", "A3", "A4", "A5", "A6", "A8", "KV3", "KV4", "KV5", "KV6", "KV8")
+JOINT = ("W4A8KV8", "W8A4KV4", "W4A4KV4", "W6A6KV6")
+SEED_POINT = ("N1", 500_000, "W3")
+
+
+def synthetic_table(noise=1e-4, seed=0, seed_spread=1e-4, params=TRUE):
+    """A study table whose losses follow the N_eff law at `params`, with relative noise, plus the seed point's
+    repeats: what `build_table` gives for such runs."""
+    rng = np.random.default_rng(seed)
+    rows = []
+
+    def add(size, D, precision, run_seed=0, extra=0.0):
+        x = {"N": SIZES[size], "D": D, **study.law_precisions(precision)}
+        loss = float(law.training_precision_loss(params, x)) * (1 + noise * rng.standard_normal()) + extra
+        rows.append({"run": f"{size}-{D}-{precision}-{run_seed}", "size": size, "budget": D, "seed": run_seed,
+                     "precision": precision, "varied": study.varied_tensor(precision), "loss": loss, "loss_se": 1e-3,
+                     "diverged": False, "diverged_reason": "", **x})  # fmt: skip
+
+    for size, D in itertools.product(SIZES, BUDGETS):
+        for precision in (study.FULL, *SWEEPS, *JOINT):
+            add(size, D, precision)
+    size, D, precision = SEED_POINT
+    for run_seed in (1, 2):
+        add(size, D, study.FULL, run_seed)
+        add(size, D, precision, run_seed, extra=seed_spread * rng.standard_normal())
+    table = pd.DataFrame(rows)
+    full = table[table["precision"] == study.FULL].set_index(["size", "D", "seed"])["loss"]
+    table["base_loss"] = [full[key] for key in zip(table["size"], table["D"], table["seed"])]
+    table["delta"] = np.where(table["precision"] == study.FULL, np.nan, table["loss"] - table["base_loss"])
+    return table
+
+
+SETTINGS = {"bootstrap": 10}
+
+
+@pytest.fixture(scope="module")
+def synthetic_fits():
+    table = synthetic_table()
+    return table, study.fit_laws(table, SETTINGS)
+
+
+@pytest.fixture(scope="module")
+def synthetic_draws(synthetic_fits):
+    return study.optimal_precision_draws(synthetic_fits[0], SETTINGS["bootstrap"])
+
+
+def test_the_marginal_and_joint_fits_recover_each_tensors_gamma(synthetic_fits):
+    _, fits = synthetic_fits
+    assert set(fits) == set(study.fit_names(SETTINGS))
+    for tensor in ("w", "a", "kv"):
+        marginal = fits[f"neff_{tensor}"]
+        assert marginal.params[f"gamma_{tensor}"] == pytest.approx(TRUE[f"gamma_{tensor}"], rel=0.08), tensor
+        assert marginal.params[f"n_{tensor}"] == pytest.approx(TRUE[f"n_{tensor}"], abs=0.1), tensor
+        assert marginal.r2 > 0.999
+        # The tensors a marginal sweep never quantizes keep Table 2's constants.
+        for other in {"w", "a", "kv"} - {tensor}:
+            assert marginal.held_fixed(f"gamma_{other}") and marginal.params[f"n_{other}"] == study.PAPER[f"n_{other}"]
+    joint = fits["neff_joint"]
+    for name in ("gamma_w", "gamma_a", "gamma_kv"):
+        assert joint.params[name] == pytest.approx(TRUE[name], rel=0.08), name
+
+
+def test_a_fit_with_no_more_points_than_parameters_is_skipped_with_its_reason():
+    table = synthetic_table()
+    few = table[(table["size"] == "N1") & (table["D"] < 1_000_000) & table["precision"].isin([study.FULL, "A4"])]
+    fits = study.fit_laws(few, SETTINGS)
+    assert fits["neff_a"] == "kumar2024.neff: 4 points for 6 free parameters (an exact fit; need more)"
+    assert fits["neff_w"] == "kumar2024.neff: no trained point quantizes w alone"
+
+
+def test_the_compute_optimal_precision_is_drawn_from_refits_of_the_joint_fit(synthetic_fits, synthetic_draws):
+    _, fits = synthetic_fits
+    # Table 2's constants give the paper's 7.00 bits; the synthetic truth gives 6.14.
+    assert study.optimal_precision(study.PAPER) == pytest.approx(7.00, abs=0.005)
+    assert study.optimal_precision(TRUE) == pytest.approx(6.14, abs=0.01)
+    assert study.optimal_precision(fits["neff_joint"].params) == pytest.approx(6.14, abs=0.1)
+    assert len(synthetic_draws) == SETTINGS["bootstrap"] and synthetic_draws["P_star"].notna().all()
+    low, high = np.percentile(synthetic_draws["P_star"], [2.5, 97.5])
+    assert low < study.optimal_precision(TRUE) < high and high - low < 0.5
+    assert np.isnan(study.optimal_precision({**TRUE, "gamma_w": 20.0, "n_w": 5.0}))
+
+
+def _claims(table, fits, draws=None):
+    tables = {"table": table} if draws is None else {"table": table, "optimal_precision": draws}
+    return {row["claim"]: row for row in study.claims(tables, fits, SETTINGS)}
+
+
+def test_claims_on_a_law_that_holds(synthetic_fits, synthetic_draws):
+    table, fits = synthetic_fits
+    claims = list(_claims(table, fits, synthetic_draws).values())
+    # The synthetic law's P* is 6.14 bits: below the paper's 7–8.
+    assert [row["verdict"] for row in claims] == ["reproduced"] * 3 + ["not reproduced"]
+    activations, kv, saturation, optimal = claims
+    assert optimal["statistic"].startswith("P* = 6.1") and optimal["paper"] == "7"
+    assert optimal["magnitude"] == "excludes paper"
+    assert activations["paper"] == "0.4643" and activations["magnitude"] == "excludes paper"
+    assert kv["paper"] == "1.7167" and "σ_seed" in kv["ci"]
+    # 1 − f_w(8) = e^(−8/2.5 + 0.3) = 0.055 here, 0.068 in Table 2.
+    assert saturation["statistic"].startswith("1 − N_eff/N at P_w = 8: 0.055")
+    assert saturation["paper"] == "0.068"
+
+
+def test_effects_inside_the_seed_noise_are_inconclusive(synthetic_fits, synthetic_draws):
+    _, fits = synthetic_fits
+    noisy = synthetic_table(seed_spread=5.0)
+    assert study.seed_sigma(noisy) > 1.0
+    for row in _claims(noisy, fits, synthetic_draws).values():
+        assert row["verdict"] == "inconclusive" and "≤ 2 σ_seed" in row["statistic"], row["claim"]
+        assert row["magnitude"] == "inconclusive"
+
+
+def test_a_sensitivity_on_its_bound_leaves_its_claims_inconclusive():
+    # KV quantization that costs nothing: n_kv goes to its lower bound.
+    flat = synthetic_table(params={**TRUE, "gamma_kv": 0.5, "n_kv": -5.0})
+    fits = study.fit_laws(flat, SETTINGS)
+    kv = next(row for text, row in _claims(flat, fits).items() if "KV cache" in text)
+    assert kv["verdict"] == "inconclusive" and "at its bound" in kv["statistic"]
+
+
+TARGETS = ("kumar2024_fig4", "kumar2024_fig5", "kumar2024_fig20")
+
+
+@pytest.mark.slow
+def test_the_smoke_workflow_builds_the_studys_figures_fits_and_claims(tmp_path):
+    """This study's figures by `qscaling run` at scale=smoke: every point trained, scored and paired with its
+    partner, every fit made, the claims computed from them."""
+    import subprocess
+
+    from qscaling.figures import load_figure_inputs
+
+    command = [sys.executable, "-m", "qscaling.cli", "run", *TARGETS, *workflow_arguments(tmp_path, "smoke")]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=SMOKE_TIMEOUT_S)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    for name in ("fig4", "fig5", "fig20"):
+        assert (tmp_path / "figures" / "kumar2024" / f"{name}.png").read_bytes()[:4] == b"\x89PNG", name
+    table = pd.read_parquet(tmp_path / "results" / "tables" / f"{study.STUDY}.parquet")
+    assert set(table["varied"]) == {"", "w", "a", "kv", study.JOINT}
+    quantized = table[table["varied"] != ""]
+    assert (quantized["windows"] > 0).all() and quantized["delta"].notna().all()
+    fits_dir = tmp_path / "results" / "fits" / study.STUDY
+    tables, fits = load_figure_inputs({path.stem: path for path in sorted(fits_dir.glob("*.*"))})
+    assert set(fits) == set(study.FITS) and set(tables) == set(study.FIT_TABLES)
+    claims = study.claims({"table": table, **tables}, fits, {"bootstrap": 20})
+    assert len(claims) == 4 and {row["verdict"] for row in claims} <= {"reproduced", "not reproduced", "inconclusive"}
+
+
+def test_fig4_draws_every_weight_sweep_point_per_budget_and_size_with_its_fit(synthetic_fits):
+    from qscaling.figures import figure_data
+    from qscaling.figures import kumar2024_training as figures
+
+    table, fits = synthetic_fits
+    record = figure_data(figures.fig4({"evals": table}, fits))
+    assert [axes["title"] for axes in record["axes"]] == ["D = 250k tokens", "D = 500k tokens", "D = 1M tokens"]
+    for axes, D in zip(record["axes"], BUDGETS):
+        # An errorbar's points are its unlabelled line; its legend entry names the size.
+        measured = [line["y"] for line in axes["lines"] if line["label"] == "_nolegend_"]
+        assert axes["legend"] == [f"N {N // 1000:g}k" for N in SIZES.values()]
+        for size, drawn in zip(SIZES, measured):
+            sweep = table[(table["size"] == size) & (table["D"] == D) & (table["varied"] == "w") & (table["seed"] == 0)]
+            assert drawn == pytest.approx(sweep.sort_values("P_w")["loss"].tolist())
+        # Per size: its measured points, this run's fit, the fit with Table 2's γ_w, n_w, and the partner's line.
+        assert len(axes["lines"]) == 4 * len(SIZES)
+    assert "γ_w 2.5" in record["texts"][0]
+
+
+def test_fig20_and_fig5_draw_the_activation_kv_and_joint_points(synthetic_fits):
+    from qscaling.figures import figure_data
+    from qscaling.figures import kumar2024_training as figures
+
+    table, fits = synthetic_fits
+    sweeps = figure_data(figures.fig20({"evals": table}, fits))
+    assert [axes["xlabel"] for axes in sweeps["axes"]] == [
+        "training precision P_a (bits)",
+        "training precision P_kv (bits)",
+    ]
+    measured = [line for line in sweeps["axes"][0]["lines"] if line["label"] == "_nolegend_"]
+    assert len(measured) == len(SIZES) * len(BUDGETS) and all(line["x"] == [3, 4, 5, 6, 8] for line in measured)
+    scatter = figure_data(figures.fig5({"evals": table}, fits))
+    joint_panel = {c["label"]: len(c["offsets"]) // 2 for c in scatter["axes"][1]["collections"]}
+    assert joint_panel[study.JOINT] == len(JOINT) * len(SIZES) * len(BUDGETS)
+    assert study.JOINT not in {c["label"] for c in scatter["axes"][0]["collections"]}
