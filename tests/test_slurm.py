@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, dag_environment
 
 from qscaling.diff import list_artifacts
 
@@ -245,7 +245,10 @@ def run_with_profile(workdir: Path, *args: str, timeout: int = 1200) -> subproce
         "scale=smoke",
         *args,
     ]
-    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=REPO_ROOT)
+    # The environment of the local runs it is compared with (reproducible CPU mode), which sbatch passes to the jobs.
+    return subprocess.run(
+        command, capture_output=True, text=True, timeout=timeout, cwd=REPO_ROOT, env=dag_environment()
+    )
 
 
 def test_smoke_dag_on_slurm_matches_a_local_run(slurm_cluster, smoke_runs, tmp_path):
