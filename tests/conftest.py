@@ -2,6 +2,7 @@
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -13,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 
+from qscaling.diff import list_artifacts
 from qscaling.reproducible import REPRODUCIBLE_CPU_ENV
 
 # Without a GPU the Triton kernels run in Triton's interpreter, which reads this when triton is first imported.
@@ -30,6 +32,17 @@ def single_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+# Tests that share a whole smoke run (session fixtures) or the one-node Slurm cluster go to one pytest-xdist worker
+# together (`make test` runs two, `--dist loadgroup`), so each run is made once; the unit tests fill the other core.
+SHARED_RUN_FIXTURES = {"smoke_run", "interrupted_smoke_run", "native_cpu_smoke_run", "slurm_cluster"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if SHARED_RUN_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.xdist_group("shared_runs"))
 
 
 @pytest.fixture(scope="session")
@@ -105,7 +118,7 @@ def token_files(tmp_path_factory) -> dict:
     return paths
 
 
-# A whole smoke DAG (218 jobs) took 15 min on CI's 2 cores beside the rest of the suite; hang guard, not a goal.
+# A whole smoke DAG (391 jobs) takes 6 min on 2 idle cores and longer beside the rest; hang guard, not a goal.
 SMOKE_TIMEOUT_S = 2400
 
 
@@ -122,7 +135,7 @@ def run_snakemake(
     plain Snakemake, or by `qscaling run` and its warm worker (`warm`; no `--` among `args`: argparse eats it), in
     reproducible CPU mode unless `reproducible` is False (`dag_environment`)."""
     if warm:
-        command = [*qscaling_run_command(workdir, scale), *args]
+        command = qscaling_run_command(workdir, scale, *args)
     else:
         snakefile = ["-s", str(REPO_ROOT / "Snakefile")]
         command = [sys.executable, "-m", "snakemake", *snakefile, *workflow_arguments(workdir, scale), *args]
@@ -141,9 +154,17 @@ def workflow_arguments(workdir: Path, scale: str) -> list[str]:
     return ["--directory", str(workdir), "--cores", "2", "--config", f"scale={scale}"]
 
 
-def qscaling_run_command(workdir: Path, scale: str = "smoke") -> list[str]:
-    """`qscaling run` (what `make figures` calls) on the smoke target in `workdir`."""
-    return [sys.executable, "-m", "qscaling.cli", "run", *workflow_arguments(workdir, scale)]
+def qscaling_run_command(workdir: Path, scale: str = "smoke", *targets: str) -> list[str]:
+    """`qscaling run` (what `make figures` calls) on `targets` (default: every figure) in `workdir`."""
+    return [sys.executable, "-m", "qscaling.cli", "run", *targets, *workflow_arguments(workdir, scale)]
+
+
+def copy_artifacts_like(source: Path, like: Path, destination: Path) -> Path:
+    """`destination` holding `source`'s copy of each artifact that `like` has: a full run cut to a slice's files."""
+    for relative in list_artifacts(like):
+        (destination / relative).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source / relative, destination / relative)
+    return destination
 
 
 @dataclass
@@ -180,30 +201,33 @@ def kill_when_done(command: list[str], log: Path, fraction: float, timeout: floa
 PROGRESS = re.compile(r"(\d+) of (\d+) steps \(\d+%\) done")
 
 
+# A slice of the smoke DAG with every kind of training job's work after it (QAT training, scoring as trained, a
+# study table, fits, a figure): 90 jobs, so a kill at a quarter leaves the resume more than 50 to do.
+INTERRUPTED_TARGETS = ("chen2025_fig4",)
+
+
 @pytest.fixture(scope="session")
 def interrupted_smoke_run(tmp_path_factory) -> InterruptedRun:
-    """A smoke run of the default target killed (SIGKILL, jobs included) a quarter of the way through, then
+    """A smoke run of `INTERRUPTED_TARGETS` killed (SIGKILL, jobs included) a quarter of the way through, then
     finished by `qscaling run`."""
     workdir = tmp_path_factory.mktemp("smoke_interrupted")
-    killed_at = kill_when_done(qscaling_run_command(workdir), workdir.parent / "smoke_interrupted.log", 0.25)
+    command = qscaling_run_command(workdir, "smoke", *INTERRUPTED_TARGETS)
+    killed_at = kill_when_done(command, workdir.parent / "smoke_interrupted.log", 0.25)
     locks = workdir / ".snakemake" / "locks"
     lock_left = locks.is_dir() and any(locks.iterdir())
-    resume = subprocess.run(
-        qscaling_run_command(workdir), capture_output=True, text=True, timeout=SMOKE_TIMEOUT_S, env=dag_environment()
-    )
+    resume = subprocess.run(command, capture_output=True, text=True, timeout=SMOKE_TIMEOUT_S, env=dag_environment())
     assert resume.returncode == 0, resume.stdout[-2000:] + resume.stderr[-3000:]
     return InterruptedRun(workdir, killed_at, lock_left, resume)
 
 
 @pytest.fixture(scope="session")
-def smoke_runs(tmp_path_factory, interrupted_smoke_run) -> list[Path]:
-    """Two complete smoke runs of the default target by `qscaling run` (shared by every end-to-end test): one
-    straight through, one killed a quarter of the way and resumed. Being identical, they show that reruns and
-    resumes give the same bytes (test_pipeline runs a slice again by plain Snakemake, outside the warm worker)."""
+def smoke_run(tmp_path_factory) -> Path:
+    """One complete smoke run of the default target by `qscaling run`, shared by every end-to-end test (the
+    interrupted slice, plain Snakemake's slice and the Slurm slice are each compared with it byte for byte)."""
     workdir = tmp_path_factory.mktemp("smoke_first")
     result = run_snakemake(workdir, warm=True)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
-    return [workdir, interrupted_smoke_run.workdir]
+    return workdir
 
 
 def cpu_capability(env: dict | None = None) -> str:
@@ -216,12 +240,13 @@ def cpu_capability(env: dict | None = None) -> str:
 
 @pytest.fixture(scope="session")
 def native_cpu_smoke_run(tmp_path_factory) -> Path:
-    """A complete smoke run on the code paths the libraries pick for this CPU (not reproducible CPU mode): what a
-    user of another machine who does not ask for that mode gets."""
+    """Every result of a smoke run, up to the claims, on the code paths the libraries pick for this CPU (not
+    reproducible CPU mode): what a user of another machine who does not ask for that mode gets. Figures are left
+    out: they draw those results, and the byte-for-byte run covers them."""
     if cpu_capability() == cpu_capability(REPRODUCIBLE_CPU_ENV):
         pytest.skip(f"torch offers this CPU no code path other than {cpu_capability()!r}")
     workdir = tmp_path_factory.mktemp("smoke_native_cpu")
-    result = run_snakemake(workdir, warm=True, reproducible=False)
+    result = run_snakemake(workdir, "results/claims.csv", warm=True, reproducible=False)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     assert "jobs ran in the warm worker" in result.stdout, result.stdout[-2000:]
     return workdir

@@ -15,7 +15,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, copy_artifacts_like
 from PIL import Image
 
 from qscaling.cli import main
@@ -301,22 +301,24 @@ def differing_files(a, b) -> set[str]:
 
 
 @pytest.mark.slow
-def test_two_fresh_smoke_runs_have_no_difference(smoke_runs):
-    result = qscaling_diff(*smoke_runs)
+def test_a_resumed_run_has_no_difference_from_a_straight_one(smoke_run, interrupted_smoke_run, tmp_path):
+    """The slice that was killed and resumed against the same files of the straight-through run."""
+    straight = copy_artifacts_like(smoke_run, interrupted_smoke_run.workdir, tmp_path / "straight")
+    result = qscaling_diff(straight, interrupted_smoke_run.workdir)
     assert result.returncode == 0, result.stdout[-3000:]
-    counts = json.loads(qscaling_diff(*smoke_runs, "--json").stdout)["counts"]
-    assert counts["identical"] == len(list_artifacts(smoke_runs[0])) > 10
+    counts = json.loads(qscaling_diff(straight, interrupted_smoke_run.workdir, "--json").stdout)["counts"]
+    assert counts["identical"] == len(list_artifacts(straight)) > 10
     assert counts["changed"] == counts["missing"] == counts["extra"] == counts["within_tolerance"] == 0
 
 
 @pytest.mark.slow
-def test_a_deleted_figure_shows_as_missing(smoke_runs, tmp_path):
+def test_a_deleted_figure_shows_as_missing(smoke_run, tmp_path):
     copy = tmp_path / "copy"
-    for relative, path in list_artifacts(smoke_runs[0]).items():
+    for relative, path in list_artifacts(smoke_run).items():
         (copy / relative).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, copy / relative)
     (copy / "figures" / "common" / "learning_curves.png").unlink()
-    result = qscaling_diff(smoke_runs[0], copy, "--json")
+    result = qscaling_diff(smoke_run, copy, "--json")
     assert result.returncode == 1
     report = json.loads(result.stdout)
     assert [(d["path"], d["status"]) for d in report["artifacts"] if d["status"] != "identical"] == [
@@ -325,13 +327,13 @@ def test_a_deleted_figure_shows_as_missing(smoke_runs, tmp_path):
 
 
 @pytest.mark.slow
-def test_another_seed_changes_exactly_the_artifacts_that_depend_on_it(smoke_runs, tmp_path):
+def test_another_seed_changes_exactly_the_artifacts_that_depend_on_it(smoke_run, tmp_path):
     """Rebuild one PTQ table of a copy of the smoke run with another calibration seed (kumar2024's GPTQ/AWQ):
     diff reports exactly the files whose bytes differ, and the table's change is the seed's, not noise."""
     from conftest import run_snakemake
 
     workdir = tmp_path / "other_seed"
-    shutil.copytree(smoke_runs[0], workdir, symlinks=True)
+    shutil.copytree(smoke_run, workdir, symlinks=True)
     table = sorted((workdir / "results" / "ptq" / "kumar2024").rglob("*.parquet"))[0].relative_to(workdir)
     overrides = tmp_path / "seed.yaml"
     overrides.write_text("presets:\n  smoke:\n    studies:\n      kumar2024:\n        calibration: {seed: 1}\n")
@@ -340,14 +342,14 @@ def test_another_seed_changes_exactly_the_artifacts_that_depend_on_it(smoke_runs
     )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
 
-    before, after = pd.read_parquet(smoke_runs[0] / table), pd.read_parquet(workdir / table)
+    before, after = pd.read_parquet(smoke_run / table), pd.read_parquet(workdir / table)
     calibrated = before["method"].isin(["gptq", "awq"])
     assert (before.loc[calibrated, "loss"] != after.loc[calibrated, "loss"]).any()
     assert before.loc[~calibrated, "loss"].tolist() == after.loc[~calibrated, "loss"].tolist()
 
-    expected = differing_files(smoke_runs[0], workdir)
+    expected = differing_files(smoke_run, workdir)
     assert expected == {table.as_posix()}
-    compared = qscaling_diff(smoke_runs[0], workdir, "--json")
+    compared = qscaling_diff(smoke_run, workdir, "--json")
     assert compared.returncode == 1
     reported = {d["path"] for d in json.loads(compared.stdout)["artifacts"] if d["status"] != "identical"}
     assert reported == expected

@@ -3,12 +3,10 @@ ladder, δ paired over held-out windows, the N_eff law's γ_x recovered from syn
 seed-noise floor, and its figures built by the real workflow at smoke scale."""
 
 import itertools
-import sys
 
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import SMOKE_TIMEOUT_S, workflow_arguments
 
 from qscaling.config import ConfigError, corpus_id, resolve_config
 from qscaling.laws import kumar2024 as law
@@ -274,27 +272,19 @@ def test_a_sensitivity_on_its_bound_leaves_its_claims_inconclusive():
     assert kv["verdict"] == "inconclusive" and "at its bound" in kv["statistic"]
 
 
-TARGETS = ("kumar2024_fig4", "kumar2024_fig5", "kumar2024_fig20")
-
-
 @pytest.mark.slow
-def test_the_smoke_workflow_builds_the_studys_figures_fits_and_claims(tmp_path):
-    """This study's figures by `qscaling run` at scale=smoke: every point trained, scored and paired with its
-    partner, every fit made, the claims computed from them."""
-    import subprocess
-
+def test_the_smoke_workflow_builds_the_studys_figures_fits_and_claims(smoke_run):
+    """This study's figures in the suite's smoke run: every point trained, scored and paired with its partner,
+    every fit made, the claims computed from them."""
     from qscaling.figures import load_figure_inputs
 
-    command = [sys.executable, "-m", "qscaling.cli", "run", *TARGETS, *workflow_arguments(tmp_path, "smoke")]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=SMOKE_TIMEOUT_S)
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     for name in ("fig4", "fig5", "fig20"):
-        assert (tmp_path / "figures" / "kumar2024" / f"{name}.png").read_bytes()[:4] == b"\x89PNG", name
-    table = pd.read_parquet(tmp_path / "results" / "tables" / f"{study.STUDY}.parquet")
+        assert (smoke_run / "figures" / "kumar2024" / f"{name}.png").read_bytes()[:4] == b"\x89PNG", name
+    table = pd.read_parquet(smoke_run / "results" / "tables" / f"{study.STUDY}.parquet")
     assert set(table["varied"]) == {"", "w", "a", "kv", study.JOINT}
     quantized = table[table["varied"] != ""]
     assert (quantized["windows"] > 0).all() and quantized["delta"].notna().all()
-    fits_dir = tmp_path / "results" / "fits" / study.STUDY
+    fits_dir = smoke_run / "results" / "fits" / study.STUDY
     tables, fits = load_figure_inputs({path.stem: path for path in sorted(fits_dir.glob("*.*"))})
     assert set(fits) == set(study.FITS) and set(tables) == set(study.FIT_TABLES)
     claims = study.claims({"table": table, **tables}, fits, {"bootstrap": 20})

@@ -66,11 +66,11 @@ def test_local_entries_are_checked_before_any_job(tmp_path):
 
 
 @pytest.mark.slow
-def test_your_own_checkpoints_score_like_the_runs_they_are(smoke_runs, tmp_path):
+def test_your_own_checkpoints_score_like_the_runs_they_are(smoke_run, tmp_path):
     """The smoke run's own trunk checkpoints, imported as `my-N3k` / `my-N7k`, give bit-identical QiD rows."""
     workdir = tmp_path / "run"
-    shutil.copytree(smoke_runs[0], workdir, symlinks=True, ignore=shutil.ignore_patterns("tables", "fits", "figures"))
-    source = smoke_runs[0]
+    shutil.copytree(smoke_run, workdir, symlinks=True, ignore=shutil.ignore_patterns("tables", "fits", "figures"))
+    source = smoke_run
     entries = local_block(source, "N3k") + local_block(source, "N7k")
     configfile = tmp_path / "mine.yaml"
     configfile.write_text(yaml.safe_dump({"studies": {"ouyang2024": {"source": "local", "local": entries}}}))

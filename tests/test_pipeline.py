@@ -1,5 +1,5 @@
-"""End to end: the real Snakemake DAG at scale=smoke, twice from scratch; identical tables and figures, and the
-same bytes again from plain Snakemake, outside the warm worker."""
+"""End to end: the real Snakemake DAG at scale=smoke from scratch, every study's figures and the claims, and the
+same bytes again from plain Snakemake, outside the warm worker (a resumed slice: test_resume)."""
 
 import pandas as pd
 import pytest
@@ -11,8 +11,8 @@ from qscaling.diff import diff_trees
 pytestmark = pytest.mark.slow
 
 
-def test_smoke_run_builds_the_learning_curves(smoke_runs):
-    first, _ = smoke_runs
+def test_smoke_run_builds_the_learning_curves(smoke_run):
+    first = smoke_run
     table = pd.read_parquet(first / "results" / "tables" / "learning_curves.parquet")
     assert set(table["size"]) == {"N3k", "N7k"}
     [axes] = figure_record(first / "figures" / "common" / "learning_curves.png")["axes"]
@@ -22,8 +22,8 @@ def test_smoke_run_builds_the_learning_curves(smoke_runs):
     assert '"rule": "common_learning_curves"' in record.read_text()
 
 
-def test_smoke_run_builds_every_study_figure_and_the_claims(smoke_runs):
-    first, _ = smoke_runs
+def test_smoke_run_builds_every_study_figure_and_the_claims(smoke_run):
+    first = smoke_run
     for target in (
         "kumar2024/fig1_left",
         "kumar2024/fig2",
@@ -68,28 +68,17 @@ def test_smoke_run_builds_every_study_figure_and_the_claims(smoke_runs):
     assert (quantized["windows"] > 0).all() and quantized["delta"].notna().all()
 
 
-def test_two_fresh_smoke_runs_give_identical_tables_and_figures(smoke_runs):
-    first, second = smoke_runs
-    for table in sorted((first / "results").rglob("*.parquet")):
-        relative = table.relative_to(first)
-        pd.testing.assert_frame_equal(pd.read_parquet(table), pd.read_parquet(second / relative))
-    figures = sorted((first / "figures").rglob("*.png"))
-    assert figures
-    for figure in figures:
-        assert figure.read_bytes() == (second / figure.relative_to(first)).read_bytes(), figure.name
-
-
-def test_a_finished_run_has_nothing_left_to_do(smoke_runs):
-    result = run_snakemake(smoke_runs[0], "--dry-run")
+def test_a_finished_run_has_nothing_left_to_do(smoke_run):
+    result = run_snakemake(smoke_run, "--dry-run")
     assert result.returncode == 0
     assert "Nothing to be done" in result.stdout + result.stderr
 
 
-def test_plain_snakemake_makes_the_same_bytes_as_the_warm_worker(smoke_runs, tmp_path):
+def test_plain_snakemake_makes_the_same_bytes_as_the_warm_worker(smoke_run, tmp_path):
     """The smoke runs' jobs ran in the warm worker of `qscaling run`; a slice with every kind of job (corpus,
     tokenizer, full-precision and QAT training, WSD branches, evaluation, PTQ and QAT scoring, a study table, a
     fit, a data figure and a law figure) is made again by plain Snakemake, one interpreter per job."""
-    warm = smoke_runs[0]
+    warm = smoke_run
 
     def first_scored(study: str) -> str:
         return sorted((warm / "results" / "ptq" / study).rglob("*.parquet"))[0].relative_to(warm).as_posix()

@@ -53,11 +53,11 @@ def test_a_plugin_block_is_checked_by_its_own_module(raw_config, monkeypatch):
 
 
 @pytest.mark.slow
-def test_the_workflow_builds_a_plugin_studys_figure(smoke_runs, tmp_path):
+def test_the_workflow_builds_a_plugin_studys_figure(smoke_run, tmp_path):
     """On a copy of a finished smoke run, the plug-in's figure needs only its own jobs: its scoring of the shared
     trunks' checkpoints (nothing trained), its table and its figure; its claim joins the claims table."""
     workdir = tmp_path / "run"
-    shutil.copytree(smoke_runs[0], workdir, symlinks=True)
+    shutil.copytree(smoke_run, workdir, symlinks=True)
     configfile = ("--configfile", str(REPO_ROOT / "config.yaml"), str(PLUGINS / "toy2025.yaml"))
     planned = run_snakemake(workdir, "--dry-run", "--quiet", "rules", *configfile, "--", "toy2025_fig1", env=PLUGIN_ENV)
     assert planned.returncode == 0, planned.stderr[-3000:]

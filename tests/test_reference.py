@@ -9,6 +9,7 @@ constant, a verdict or a figure beyond tolerance fails here until the reference 
 (`make reference`) in the same commit.
 """
 
+import argparse
 import json
 import math
 import re
@@ -21,13 +22,20 @@ import pandas as pd
 import pytest
 from conftest import REPO_ROOT, run_snakemake
 
-from qscaling.diff import diff_trees, list_artifacts
+from qscaling.diff import add_arguments, diff_trees, list_artifacts, tolerances_from_args
 
 REFERENCE = REPO_ROOT / "reference"
 # Why these values: docs/operations.md, "Reference outputs and their tolerances".
 TOLERANCES = ("--tolerances", str(REFERENCE / "tolerances.yaml"))
 # How a claim's statistic says it was read off a fit its data do not pin down.
 UNIDENTIFIED = re.compile(r"at its bound|reaches its bound|ill-conditioned")
+
+
+def reference_tolerances():
+    """reference/tolerances.yaml as `qscaling diff --tolerances` reads it."""
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    return tolerances_from_args(parser.parse_args([".", ".", *TOLERANCES]))
 
 
 def diff_against(reference, run, *extra) -> subprocess.CompletedProcess:
@@ -135,43 +143,46 @@ def test_the_tolerances_catch_a_delta_moved_beyond_its_noise(tmp_path):
 
 
 @pytest.mark.slow
-def test_the_smoke_run_matches_the_committed_reference(smoke_runs):
-    result = diff_against(REFERENCE / "smoke", smoke_runs[0], "--markdown")
+def test_the_smoke_run_matches_the_committed_reference(smoke_run):
+    result = diff_against(REFERENCE / "smoke", smoke_run, "--markdown")
     assert result.returncode == 0, (
         result.stdout[-4000:] + result.stderr + "\nIf the change is intended, regenerate the reference: make reference"
     )
 
 
 @pytest.mark.slow
-def test_a_run_on_this_cpus_own_code_paths_keeps_the_reference_verdicts(native_cpu_smoke_run, smoke_runs):
+def test_a_run_on_this_cpus_own_code_paths_keeps_the_reference_verdicts(native_cpu_smoke_run, smoke_run):
     """Outside reproducible CPU mode the numbers move (so the mode is what makes the reference portable) but the
     claims keep their verdicts, except one the diff names borderline (a CI bound within tolerance of its
     threshold) or one read off a fit that is not identified (a parameter at its bound, an ill-conditioned fit):
     such a fit's parameters land wherever float noise puts them."""
-    moved = [d.path for d in diff_trees(smoke_runs[0], native_cpu_smoke_run) if d.status != "identical"]
+    moved = [d.path for d in diff_trees(smoke_run, native_cpu_smoke_run) if d.status != "identical"]
     assert moved, "this CPU's own code paths changed no artifact: this test would show nothing"
-    assert set(list_artifacts(native_cpu_smoke_run)) == set(list_artifacts(REFERENCE / "smoke"))
-    result = diff_against(REFERENCE / "smoke", native_cpu_smoke_run, "--markdown")
-    claims = [pd.read_csv(root / "results" / "claims.csv") for root in (REFERENCE / "smoke", native_cpu_smoke_run)]
+    fits = {path for path in list_artifacts(REFERENCE / "smoke") if path.startswith("results/fits/")}
+    assert fits < set(list_artifacts(native_cpu_smoke_run)) <= set(list_artifacts(REFERENCE / "smoke"))
+    claims_path = "results/claims.csv"
+    [claims_diff] = [d for d in diff_trees(REFERENCE / "smoke", native_cpu_smoke_run, reference_tolerances())
+                     if d.path == claims_path]  # fmt: skip
+    claims = [pd.read_csv(root / claims_path) for root in (REFERENCE / "smoke", native_cpu_smoke_run)]
     assert claims[0][["study", "claim"]].equals(claims[1][["study", "claim"]])
     outcome = ["verdict", "magnitude"]
     flipped = set(np.flatnonzero((claims[0][outcome].fillna("") != claims[1][outcome].fillna("")).any(axis=1)))
-    named = {int(row) for shown in re.findall(r"borderline verdicts \(([^)]*)\)", result.stdout)
+    named = {int(row) for shown in re.findall(r"borderline verdicts \(([^)]*)\)", "\n".join(claims_diff.details))
              for row in re.findall(r"row (\d+):", shown)}  # fmt: skip
     unidentified = {
         row for row in flipped if any(UNIDENTIFIED.search(str(table["statistic"][row])) for table in claims)
     }
-    assert flipped <= named | unidentified, (flipped - named - unidentified, result.stdout[-4000:])
+    assert flipped <= named | unidentified, (flipped - named - unidentified, claims_diff.details)
 
 
 @pytest.mark.slow
-def test_a_small_change_of_method_still_fails_the_reference_diff(smoke_runs, tmp_path):
+def test_a_small_change_of_method_still_fails_the_reference_diff(smoke_run, tmp_path):
     """GPTQ's dampening 0.01 → 0.02 moves every GPTQ row by about 1–2 SEs: beyond what float noise does."""
     workdir = tmp_path / "damped"
-    shutil.copytree(smoke_runs[0], workdir, symlinks=True)
+    shutil.copytree(smoke_run, workdir, symlinks=True)
     overrides = tmp_path / "damp.yaml"
     overrides.write_text("ptq: {gptq_damp: 0.02}\n")
-    result = run_snakemake(workdir, "--configfile", str(overrides), warm=True)
+    result = run_snakemake(workdir, "--configfile", str(overrides), "results/tables/ouyang2024.parquet", warm=True)
     assert result.returncode == 0, result.stderr[-3000:]
     diff = diff_against(REFERENCE / "smoke", workdir, "--json")
     assert diff.returncode == 1

@@ -31,8 +31,8 @@ def test_every_report_item_has_a_caption_file(repo_root):
 
 
 @pytest.mark.slow
-def test_the_report_builds_and_lists_every_figure(smoke_runs, tmp_path):
-    workdir = smoke_runs[0]
+def test_the_report_builds_and_lists_every_figure(smoke_run, tmp_path):
+    workdir = smoke_run
     html = tmp_path / "report.html"
     result = run_snakemake(workdir, "--report", str(html), timeout=600)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]

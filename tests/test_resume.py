@@ -10,16 +10,18 @@ from conftest import qscaling_run_command
 from qscaling.diff import diff_trees, list_artifacts
 
 
-def test_a_killed_run_resumes_by_itself_to_the_same_outputs(interrupted_smoke_run, smoke_runs):
+def test_a_killed_run_resumes_by_itself_to_the_same_outputs(interrupted_smoke_run, smoke_run):
     run = interrupted_smoke_run
     assert run.lock_left, "the killed run should have left its lock (else this test shows nothing)"
     assert "resuming" in run.resume.stdout, run.resume.stdout[-2000:]
     ran_warm = re.search(r"(\d+) jobs ran in the warm worker", run.resume.stdout)
     assert ran_warm and int(ran_warm.group(1)) > 50, run.resume.stdout[-2000:]
-    uninterrupted = smoke_runs[0]
-    diffs = diff_trees(uninterrupted, run.workdir)
-    assert len(diffs) == len(list_artifacts(uninterrupted)) > 50
-    assert [d.path for d in diffs if d.status != "identical"] == []
+    diffs = diff_trees(smoke_run, run.workdir)
+    resumed = list_artifacts(run.workdir)
+    assert len(resumed) > 50 and set(resumed) < set(list_artifacts(smoke_run))
+    assert [d.path for d in diffs if d.path in resumed and d.status != "identical"] == []
+    for relative in resumed:  # bytes, not only the diff's tolerances
+        assert (run.workdir / relative).read_bytes() == (smoke_run / relative).read_bytes(), relative
 
 
 def test_a_second_run_is_refused_while_one_is_live(tmp_path):

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO_ROOT, dag_environment
+from conftest import REPO_ROOT, copy_artifacts_like, dag_environment
 
 from qscaling.diff import list_artifacts
 
@@ -251,8 +251,8 @@ def run_with_profile(workdir: Path, *args: str, timeout: int = 1200) -> subproce
     )
 
 
-def test_smoke_dag_on_slurm_matches_a_local_run(slurm_cluster, smoke_runs, tmp_path):
-    local_run = smoke_runs[0]
+def test_smoke_dag_on_slurm_matches_a_local_run(slurm_cluster, smoke_run, tmp_path):
+    local_run = smoke_run
     workdir = tmp_path / "slurm_run"
     workdir.mkdir()
     started = time.monotonic()
@@ -272,10 +272,7 @@ def test_smoke_dag_on_slurm_matches_a_local_run(slurm_cluster, smoke_runs, tmp_p
     assert list((workdir / "logs" / "slurm").rglob("*.log")), "the profile keeps one Slurm log per job"
 
     # The cluster's artifacts equal the local run's, byte for byte (diff with zero tolerance).
-    local_slice = tmp_path / "local_slice"
-    for relative in list_artifacts(workdir):
-        (local_slice / relative).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(local_run / relative, local_slice / relative)
+    local_slice = copy_artifacts_like(local_run, workdir, tmp_path / "local_slice")
     assert len(list_artifacts(workdir)) >= 4
     compared = subprocess.run(
         [sys.executable, "-m", "qscaling.cli", "diff", str(local_slice), str(workdir)],
@@ -286,10 +283,10 @@ def test_smoke_dag_on_slurm_matches_a_local_run(slurm_cluster, smoke_runs, tmp_p
     assert compared.returncode == 0, compared.stdout[-4000:] + compared.stderr
 
 
-def test_a_failed_cluster_job_names_its_logs_and_a_rerun_finishes(slurm_cluster, smoke_runs, tmp_path):
+def test_a_failed_cluster_job_names_its_logs_and_a_rerun_finishes(slurm_cluster, smoke_run, tmp_path):
     """Failure behaviour: the error names the job's Slurm log; the rerun redoes only what is missing."""
     workdir = tmp_path / "failing_run"
-    shutil.copytree(smoke_runs[0], workdir, symlinks=True)
+    shutil.copytree(smoke_run, workdir, symlinks=True)
     figure = workdir / "figures" / "common" / "learning_curves.png"
     figure.unlink()
     table = workdir / "results" / "tables" / "learning_curves.parquet"
@@ -306,4 +303,4 @@ def test_a_failed_cluster_job_names_its_logs_and_a_rerun_finishes(slurm_cluster,
     rerun = run_with_profile(workdir, *only_the_figure, timeout=600)
     assert rerun.returncode == 0, (rerun.stdout + rerun.stderr)[-4000:]
     assert "1 of 1 steps (100%) done" in rerun.stdout + rerun.stderr
-    assert figure.read_bytes() == (smoke_runs[0] / "figures" / "common" / "learning_curves.png").read_bytes()
+    assert figure.read_bytes() == (smoke_run / "figures" / "common" / "learning_curves.png").read_bytes()

@@ -179,10 +179,10 @@ def test_concurrent_jobs_lose_no_manifest_entry(tmp_path):
 
 
 @pytest.mark.slow
-def test_trace_of_the_learning_curves_reaches_the_pinned_corpus_archives(smoke_runs, capsys):
+def test_trace_of_the_learning_curves_reaches_the_pinned_corpus_archives(smoke_run, capsys):
     from qscaling.data.fetch import SOURCES
 
-    code, out = run_trace("figures/common/learning_curves.png", "--root", smoke_runs[0], capsys=capsys)
+    code, out = run_trace("figures/common/learning_curves.png", "--root", smoke_run, capsys=capsys)
     assert code == 0, out
     for rule in ("common_learning_curves", "collect_learning_curves", "evaluate_run", "train_run", "prepare_corpus"):
         assert f"← rule {rule}" in out
@@ -199,8 +199,8 @@ def test_trace_of_the_learning_curves_reaches_the_pinned_corpus_archives(smoke_r
 
 
 @pytest.mark.slow
-def test_the_manifest_lists_every_output_with_its_real_sha256(smoke_runs):
-    root = smoke_runs[0]
+def test_the_manifest_lists_every_output_with_its_real_sha256(smoke_run):
+    root = smoke_run
     manifest = json.loads((root / MANIFEST_PATH).read_text())
     assert set(manifest["outputs"]) == set(read_all_records(root))
     assert "figures/common/learning_curves.png" in manifest["outputs"]
