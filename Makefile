@@ -5,7 +5,6 @@
 #   USE_SYSTEM_TORCH  set to 1 to keep the torch you already have (GPU users): the venv then sees the
 #                     interpreter's site-packages and torch is not installed.
 #   CORES             cores given to Snakemake (default: all).
-#   TEST_WORKERS      pytest-xdist workers of `make test` (default: 2; the end-to-end runs share one of them).
 #   SCALE             config preset for `make figures` (default: default).
 
 PYTHON ?= python3
@@ -14,7 +13,6 @@ TORCH_PIN ?= torch==2.13.0
 USE_SYSTEM_TORCH ?= 0
 CORES ?= all
 SCALE ?= default
-TEST_WORKERS ?= 2
 
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
@@ -41,7 +39,7 @@ figures: $(STAMP)
 
 # Lint with zero findings first (ruff, snakefmt, snakemake --lint), then the whole suite.
 test: lint
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
+	$(BIN)/python -m pytest
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -34,17 +34,6 @@ def single_thread():
     torch.set_num_threads(threads)
 
 
-# Tests that share a whole smoke run (session fixtures) or the one-node Slurm cluster go to one pytest-xdist worker
-# together (`make test` runs two, `--dist loadgroup`), so each run is made once; the unit tests fill the other core.
-SHARED_RUN_FIXTURES = {"smoke_run", "interrupted_smoke_run", "native_cpu_smoke_run", "slurm_cluster"}
-
-
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        if SHARED_RUN_FIXTURES & set(getattr(item, "fixturenames", ())):
-            item.add_marker(pytest.mark.xdist_group("shared_runs"))
-
-
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return REPO_ROOT
