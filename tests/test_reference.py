@@ -182,7 +182,7 @@ def test_a_small_change_of_method_still_fails_the_reference_diff(smoke_run, tmp_
     shutil.copytree(smoke_run, workdir, symlinks=True)
     overrides = tmp_path / "damp.yaml"
     overrides.write_text("ptq: {gptq_damp: 0.02}\n")
-    result = run_snakemake(workdir, "--configfile", str(overrides), "results/tables/ouyang2024.parquet", warm=True)
+    result = run_snakemake(workdir, "results/tables/ouyang2024.parquet", "--configfile", str(overrides), warm=True)
     assert result.returncode == 0, result.stderr[-3000:]
     diff = diff_against(REFERENCE / "smoke", workdir, "--json")
     assert diff.returncode == 1
