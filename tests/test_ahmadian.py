@@ -393,17 +393,16 @@ def test_released_opt_checkpoint_is_scored_with_its_own_tokenizer(tmp_path):
 
 @pytest.mark.slow
 def test_smoke_dag_builds_every_ahmadian_target(smoke_run):
-    first = smoke_run
     names = [f"fig{n}.png" for n in (1, 2, 3, 4, 5, 10, 11)]
     names += [f"{t}.{ext}" for t in ("table_ablations", "table4", "table5") for ext in ("csv", "png")]
     for name in names:
-        path = first / "figures" / "ahmadian2023" / name
+        path = smoke_run / "figures" / "ahmadian2023" / name
         drawn = len(pd.read_csv(path)) > 0 if name.endswith(".csv") else draws_data(figure_record(path))
         assert drawn, name
-    claims = pd.read_csv(first / "results" / "claims.csv")
+    claims = pd.read_csv(smoke_run / "results" / "claims.csv")
     mine = claims[claims["study"] == "ahmadian2023"]
     assert len(mine) == 9 and set(mine["verdict"]) <= {"reproduced", "not reproduced", "inconclusive"}
-    table = pd.read_parquet(first / "results" / "tables" / "ahmadian2023.parquet")
+    table = pd.read_parquet(smoke_run / "results" / "tables" / "ahmadian2023.parquet")
     assert {"none", "w8a8", "rtn"} == set(table["method"]) and table["mean_acc"].between(0, 1).all()
     assert table.loc[table["factor"] == "precision", "emulated"].all()  # CPU: bf16/fp16 are emulated
 

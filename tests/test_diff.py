@@ -313,10 +313,7 @@ def test_a_resumed_run_has_no_difference_from_a_straight_one(smoke_run, interrup
 
 @pytest.mark.slow
 def test_a_deleted_figure_shows_as_missing(smoke_run, tmp_path):
-    copy = tmp_path / "copy"
-    for relative, path in list_artifacts(smoke_run).items():
-        (copy / relative).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, copy / relative)
+    copy = copy_artifacts_like(smoke_run, smoke_run, tmp_path / "copy")
     (copy / "figures" / "common" / "learning_curves.png").unlink()
     result = qscaling_diff(smoke_run, copy, "--json")
     assert result.returncode == 1

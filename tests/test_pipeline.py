@@ -12,18 +12,16 @@ pytestmark = pytest.mark.slow
 
 
 def test_smoke_run_builds_the_learning_curves(smoke_run):
-    first = smoke_run
-    table = pd.read_parquet(first / "results" / "tables" / "learning_curves.parquet")
+    table = pd.read_parquet(smoke_run / "results" / "tables" / "learning_curves.parquet")
     assert set(table["size"]) == {"N3k", "N7k"}
-    [axes] = figure_record(first / "figures" / "common" / "learning_curves.png")["axes"]
+    [axes] = figure_record(smoke_run / "figures" / "common" / "learning_curves.png")["axes"]
     assert_same_series(data_lines(axes), [as_points(rows, "D", "loss") for _, rows in table.groupby("N")])
     assert (table.groupby("size")["loss"].agg(lambda s: s.iloc[-1] < s.iloc[0])).all()
-    record = first / "results" / "provenance" / "figures" / "common" / "learning_curves.png.json"
+    record = smoke_run / "results" / "provenance" / "figures" / "common" / "learning_curves.png.json"
     assert '"rule": "common_learning_curves"' in record.read_text()
 
 
 def test_smoke_run_builds_every_study_figure_and_the_claims(smoke_run):
-    first = smoke_run
     for target in (
         "kumar2024/fig1_left",
         "kumar2024/fig2",
@@ -41,9 +39,9 @@ def test_smoke_run_builds_every_study_figure_and_the_claims(smoke_run):
             for name in ("fig1", "fig4", "fig5", "fig6", "fig7", "fig8", "fig9", "fig16", "table1", "table2")
         ),
     ):
-        figure = first / "figures" / f"{target}.png"
+        figure = smoke_run / "figures" / f"{target}.png"
         assert figure.read_bytes()[:4] == b"\x89PNG" and draws_data(figure_record(figure)), target
-    claims = pd.read_csv(first / "results" / "claims.csv")
+    claims = pd.read_csv(smoke_run / "results" / "claims.csv")
     assert set(claims["study"]) == {
         "ladder",
         "kumar2024",
@@ -55,13 +53,13 @@ def test_smoke_run_builds_every_study_figure_and_the_claims(smoke_run):
     }
     assert set(claims["verdict"]) <= {"reproduced", "not reproduced", "inconclusive"}
     assert (claims["scale"] == "smoke").all()
-    kumar = pd.read_parquet(first / "results" / "tables" / "kumar2024.parquet")
+    kumar = pd.read_parquet(smoke_run / "results" / "tables" / "kumar2024.parquet")
     assert {"gptq", "awq", "rtn", "none"} == set(kumar["method"])
     assert set(kumar["anneal"]) == {"wsd", "cosine"}
-    chen = pd.read_parquet(first / "results" / "tables" / "chen2025.parquet")
+    chen = pd.read_parquet(smoke_run / "results" / "tables" / "chen2025.parquet")
     assert {"W4A4", "W4A16", "W16A4", "W4A4_FC2_8bit"} == set(chen["precision"])
     assert (chen["windows"] > 0).all() and chen["delta"].notna().all()
-    sun = pd.read_parquet(first / "results" / "tables" / "sun2025.parquet")
+    sun = pd.read_parquet(smoke_run / "results" / "tables" / "sun2025.parquet")
     assert {"", "P1", "P2", "P3", "P4", "P5", "P6", "P2+P4+P6"} == set(sun["inputs"])
     assert {"fit", "validation"} == set(sun["split"]) and {"4", "8", "channel", "tensor"} == set(sun["block"])
     quantized = sun[sun["format"] != "fp32"]

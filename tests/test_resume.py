@@ -7,7 +7,7 @@ import sys
 
 from conftest import qscaling_run_command
 
-from qscaling.diff import diff_trees, list_artifacts
+from qscaling.diff import list_artifacts
 
 
 def test_a_killed_run_resumes_by_itself_to_the_same_outputs(interrupted_smoke_run, smoke_run):
@@ -16,11 +16,9 @@ def test_a_killed_run_resumes_by_itself_to_the_same_outputs(interrupted_smoke_ru
     assert "resuming" in run.resume.stdout, run.resume.stdout[-2000:]
     ran_warm = re.search(r"(\d+) jobs ran in the warm worker", run.resume.stdout)
     assert ran_warm and int(ran_warm.group(1)) > 50, run.resume.stdout[-2000:]
-    diffs = diff_trees(smoke_run, run.workdir)
     resumed = list_artifacts(run.workdir)
     assert len(resumed) > 50 and set(resumed) < set(list_artifacts(smoke_run))
-    assert [d.path for d in diffs if d.path in resumed and d.status != "identical"] == []
-    for relative in resumed:  # bytes, not only the diff's tolerances
+    for relative in resumed:
         assert (run.workdir / relative).read_bytes() == (smoke_run / relative).read_bytes(), relative
 
 
