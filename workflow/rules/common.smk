@@ -44,6 +44,11 @@ FIT_TABLES = {
 }
 # Each study's tables by name ("table", its jobs' and fits' tables): what its claims read.
 STUDY_ARTIFACTS = {study: artifacts(module, STUDY_JOBS[study], LAYOUT) for study, module in STUDIES.items()}
+# Each study's own tables its fits read besides its tidy table (the module's FIT_INPUTS).
+FIT_INPUTS = {
+    study: {name: STUDY_ARTIFACTS[study][name] for name in getattr(module, "FIT_INPUTS", ())}
+    for study, module in STUDIES.items()
+}
 # Artifact id -> path: what figures read ("learning_curves", "<study>", "<study>/<table>").
 ARTIFACTS = {"learning_curves": "results/tables/learning_curves.parquet"}
 for study, named in STUDY_ARTIFACTS.items():

@@ -96,6 +96,7 @@ for study, module in STUDIES.items():
         name:
             f"fit_{study}"
         input:
+            **FIT_INPUTS[study],
             table=ARTIFACTS[study],
         output:
             **STUDY_FITS[study],
@@ -114,6 +115,7 @@ for study, module in STUDIES.items():
             module=module.__name__,
             fits=list(STUDY_FITS[study]),
             fit_tables=list(FIT_TABLES[study]),
+            fit_inputs=list(FIT_INPUTS[study]),
             settings=settings(config, study),
         message:
             f"Fitting the {study} laws"

@@ -1,5 +1,5 @@
-"""Rules fit_<study>: the study's laws fitted to its table → one JSON per fit (or the reason it failed), plus the
-tables its fits make."""
+"""Rules fit_<study>: the study's laws fitted to its table (and the tables its FIT_INPUTS name) → one JSON per fit
+(or the reason it failed), plus the tables its fits make."""
 
 from qscaling.worker import delegate
 
@@ -17,7 +17,8 @@ with job_context(snakemake):
     params = snakemake.params
     study = importlib.import_module(params.module)
     table = pd.read_parquet(snakemake.input.table)
-    for fit_name, result in study.fit_laws(table, params.settings).items():
+    inputs = {name: pd.read_parquet(snakemake.input[name]) for name in params.fit_inputs}
+    for fit_name, result in study.fit_laws(table, params.settings, **inputs).items():
         path = snakemake.output[fit_name]
         if isinstance(result, str):
             write_json_atomic(path, {"error": result})
@@ -26,5 +27,5 @@ with job_context(snakemake):
             result.to_json(path)
             print(f"{fit_name}: {result.params}")
     if params.fit_tables:
-        for name, frame in study.fit_tables(table, params.settings).items():
+        for name, frame in study.fit_tables(table, params.settings, **inputs).items():
             write_table(frame, snakemake.output[name])

@@ -4,12 +4,15 @@ A, B, E belong to 30M–220M models on Dolma, so its constants enter only as γ_
 terms, labelled as such."""
 
 import numpy as np
+import seaborn as sns
 
 from qscaling.figures import add_footer, compact_number, figure, interval_text, new_figure, no_points, series_palette
+from qscaling.laws import LAWS
 from qscaling.studies import kumar2024_training as study
 
 PAPER = "kumar2024"
 STUDY_TABLES = {"evals": study.STUDY}
+PTQ_TABLES = {"ptq": f"{study.STUDY}/ptq"}
 TENSOR_NAMES = {"w": "weights", "a": "activations", "kv": "KV cache"}
 NOISE_NOTE = "error bars: ± 2 s.e. over held-out windows (separately trained runs differ by σ_seed more: see claims)"
 
@@ -136,3 +139,82 @@ def fig5(tables, fits):
         "data terms' share: compare the precision costs with Figs. 4 and 20).",
     )
     return fig
+
+
+def _ptq_cell(ptq):
+    """The (N, D) Fig. 7 shows: the largest size at its largest budget among the recipe seed's weight-only points."""
+    points = ptq[(ptq["precision"] != study.FULL) & (ptq["seed"] == study.recipe_seed(ptq))]
+    N = points["N"].max()
+    return N, points.loc[points["N"] == N, "D"].max()
+
+
+def _degradation(law, params, rows):
+    """δ_PTQ a unified law predicts at each row: its loss at P_post less its loss as trained."""
+    return law(params, rows) - law(params, rows.assign(P_post=np.inf))
+
+
+def _heatmap(ax, rows, values, title, vmax, *, first: bool, last: bool, bottom: bool):
+    """One panel of δ_PTQ over (P_train, P_post), the row's shared colour scale: its bar right of the last panel,
+    the training precisions left of the first, the axis name under the bottom row."""
+    grid = rows.assign(value=values).pivot_table(index="P_train", columns="P_post", values="value")
+    grid = grid.sort_index(ascending=False)
+    grid.index = [study.FULL if bits == study.FULL_BITS else f"W{bits:g}" for bits in grid.index]
+    grid.columns = [f"{bits:g}" for bits in grid.columns]
+    sns.heatmap(grid, ax=ax, cmap="vlag", center=0, vmin=-vmax, vmax=vmax, annot=True, fmt=".2g",
+                annot_kws={"fontsize": 6}, cbar=last, yticklabels=first,
+                cbar_kws={"label": "δ_PTQ (nats/token)"} if last else None)  # fmt: skip
+    ax.grid(False)
+    ax.set(title=title, xlabel="post-training precision P_post (bits)" if bottom else "")
+    ax.set_ylabel("training precision" if first else "")
+
+
+@figure(tables=STUDY_TABLES | PTQ_TABLES, fits=study.STUDY)
+def fig7(tables, fits):
+    """δ_PTQ over (P_train, P_post) at one (N, D), per PTQ method: measured, this run's unified fit, and the
+    unified law with Table 2's constants (C_x = 1 assumed)."""
+    ptq = tables["ptq"]
+    methods = sorted(set(ptq["method"]) - {study.AS_TRAINED})
+    fig, axes = new_figure(3, max(len(methods), 1), width=3.2, height=3.0, gridspec_kw={"width_ratios": [1, 1, 1.25]})
+    if not methods:
+        no_points(axes[0][0], "no post-quantized checkpoint")
+        return fig
+    N, D = _ptq_cell(ptq)
+    notes = []
+    for position, (row_axes, method) in enumerate(zip(axes, methods)):
+        rows = study.unified_rows(ptq, method)
+        rows = rows[(rows["method"] == method) & (rows["N"] == N) & (rows["D"] == D)].reset_index(drop=True)
+        fit = fits.get(f"unified_{method}")
+        law = LAWS[study.UNIFIED_LAW]
+        predicted = _degradation(fit.law, fit.params, rows) if fit is not None else np.full(len(rows), np.nan)
+        panels = {
+            f"{method.upper()}: measured": rows["delta"].to_numpy(float),
+            f"{method.upper()}: this run's unified fit": np.asarray(predicted, float),
+            f"{method.upper()}: Table 2 law (C_x = 1)": np.asarray(_degradation(law, study.UNIFIED_PAPER, rows), float),
+        }
+        finite = np.concatenate([values[np.isfinite(values)] for values in panels.values()])
+        vmax = float(np.abs(finite).max()) if finite.size else 1.0
+        for column, (ax, (title, values)) in enumerate(zip(row_axes, panels.items())):
+            if not np.isfinite(values).any():
+                no_points(ax, "no unified fit")
+                continue
+            edges = {"first": column == 0, "last": column == len(panels) - 1, "bottom": position == len(methods) - 1}
+            _heatmap(ax, rows, values, title, vmax, **edges)
+        notes.append(f"{method}: {_unified_text(fit)}")
+    add_footer(
+        fig,
+        f"N {compact_number(N)}, D {compact_number(D)} tokens, recipe seed. δ_PTQ: the loss after post-quantizing "
+        "the weights (INT, per output channel) less the same checkpoint's as trained, on the same windows; rows: "
+        f"the weights' training precision (fp32: the partner). Fits: {'; '.join(notes)}. Table 2's law uses the "
+        "paper's own constants at this N, D (its C_x unreported, 1 assumed). Separately trained rows differ by "
+        "σ_seed too: see claims.",
+    )
+    return fig
+
+
+def _unified_text(fit) -> str:
+    if fit is None:
+        return "no fit"
+    return (
+        f"γ_post {fit.params['gamma_post']:.3g} {interval_text(fit, 'gamma_post')}, "
+        f"C_w {fit.params['C_w']:.3g} {interval_text(fit, 'C_w')}; R² {fit.r2:.3f}"
+    )

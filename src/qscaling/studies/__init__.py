@@ -15,6 +15,8 @@ Generic code — the workflow's rules and scripts, this package — reads only t
                                                    (`diverged` True); a study without one stops at such a row
   fit_names(settings) / fit_laws(table, settings)  its fits: {name: Fit | reason it could not be made}
   fit_tables(table, settings) -> {name: DataFrame} optional, with FIT_TABLES naming them: tables made with the fits
+  FIT_INPUTS = ("name", ...)                       optional: tables of its jobs the fits also read, passed to
+                                                   fit_laws and fit_tables as keyword arguments by name
   SHARED_SETTINGS = ("training",)                  optional: top-level config sections added to `settings`
   claims(tables, fits, settings) -> list[dict]     the paper's claims checked (tables: {"table": its table, …})
 

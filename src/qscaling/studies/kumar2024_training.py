@@ -9,9 +9,14 @@ has a full-precision (fp32, the paper's BF16 baseline) partner at the same (size
 run. `seeds` repeats one point with more seeds, whose spread σ_seed of δ is the noise floor of any comparison
 between separately trained runs.
 
+PTQ after training (`ptq`, Fig. 7): each weight-only point and every full-precision partner is also post-quantized
+(GPTQ, RTN; INT per output channel) to each P_post ≤ its P_w, and scored against itself as trained on the same
+windows: the `kumar2024_training_ptq` table.
+
 Fits: the N_eff law on each marginal sweep (one tensor quantized, with every partner) and on every point; the
-compute-optimal precision P* of the joint fit, with its bootstrap distribution from refits on resampled runs. In
-the law a full-precision tensor enters at FULL_BITS (fp32): f_x(32) ≈ 1 for any sensible γ_x, n_x.
+compute-optimal precision P* of the joint fit, with its bootstrap distribution from refits on resampled runs; the
+unified law (Eq. 7) per PTQ method on the PTQ-after-training grid. In the laws a full-precision tensor enters at
+FULL_BITS (fp32): f_x(32) ≈ 1 for any sensible γ_x, n_x; a checkpoint scored as trained has P_post = inf.
 """
 
 import itertools
@@ -21,19 +26,22 @@ import re
 import numpy as np
 import pandas as pd
 
-from qscaling.config import ConfigError, check_sizes
+from qscaling.config import ConfigError, check_sizes, check_weight_spec
 from qscaling.laws import LAWS
 from qscaling.laws import kumar2024 as law
 from qscaling.studies import (
     Evaluation,
+    Job,
     PartneredPoint,
-    as_trained_scoring,
+    Quantization,
+    Scoring,
     label,
     partnered_evaluations,
     partnered_table,
     recipe_seed,
     trained,
     try_fit,
+    with_labels,
 )
 from qscaling.studies.claims import (
     INCONCLUSIVE,
@@ -64,6 +72,9 @@ SATURATION_BITS = 8
 MOST_BITS = 64.0  # the top of the range compute_optimal_precision searches for P*
 PAPER_OPTIMAL_RANGE = (7.0, 8.0)  # "7–8 bits" (Sec. 4.3.1); Table 2's constants give P* = 7.00
 PAPER = LAWS[LAW].paper_params["table2"]
+UNIFIED_LAW = "kumar2024.unified"
+UNIFIED_PAPER = LAWS[UNIFIED_LAW].paper_params["table2_assumed_C"]
+AS_TRAINED = "none"  # the method of a PTQ-table row scoring its checkpoint as trained (P_post = inf)
 
 
 def precision_bits(name: str) -> dict[str, int]:
@@ -111,6 +122,9 @@ def check_config(config: dict) -> None:
     _check_precision(f"{key}.seeds.precision", seeds["precision"])
     if config["training"]["seed"] in seeds["extra"]:
         raise ConfigError(f"config key {key}.seeds.extra: repeats the recipe's seed {config['training']['seed']}")
+    ptq = block["ptq"]
+    for method, bits in itertools.product(ptq["methods"], ptq["bits"]):
+        check_weight_spec(f"{key}.ptq.weight_format", method, ptq["weight_format"], bits=bits)
 
 
 def _check_precision(key: str, name) -> None:
@@ -162,8 +176,92 @@ def plan(config: dict, planner) -> list[Evaluation]:
     )
 
 
-def scoring(config: dict, layout):
-    return as_trained_scoring(config, layout, STUDY)
+def post_training_bits(settings: dict, precision: str) -> list[int]:
+    """The P_post a checkpoint trained at `precision` is post-quantized to: every configured bit width for fp32,
+    those ≤ P_w for a weight-only point (a lower P_post than P_w is what Fig. 7 asks about; an equal one tells how
+    much PTQ adds to the training-time quantizer), none for a point that quantizes activations or the KV cache."""
+    bits = sorted(settings["ptq"]["bits"])
+    if precision == FULL:
+        return bits
+    if varied_tensor(precision) != "w":
+        return []
+    return [value for value in bits if value <= precision_bits(precision)["w"]]
+
+
+def scoring(config: dict, layout) -> Scoring:
+    block = config["studies"][STUDY]
+    inputs = {"val": layout.data("val.bin"), "calibration": layout.data("train.bin")}
+    params = {
+        "eval_tokens": block["eval_tokens"],
+        "batch_size": config["evaluation"]["batch_size"],
+        "ptq": block["ptq"],
+        "gptq_damp": config["ptq"]["gptq_damp"],
+    }
+    return Scoring(
+        f"{__name__}:score_job", inputs, params, outputs=("ptq",), message="Scoring as trained and post-quantized"
+    )
+
+
+def score_job(checkpoint, inputs: dict, params: dict, labels: list[dict], device: str) -> dict:
+    """One checkpoint evaluated as trained on every held-out window (the rows δ is paired over) and, where
+    `post_training_bits` names any, post-quantized by each method at each of them (the `ptq` rows)."""
+    from qscaling.data import load_tokens
+    from qscaling.studies import score_as_trained
+    from qscaling.studies.ptq import score_checkpoint
+
+    scored = score_as_trained(checkpoint, inputs, params, labels, device)
+    ptq = params["ptq"]
+    # A checkpoint's labels share its precision; the seed is all that tells them apart.
+    bits = post_training_bits({"ptq": ptq}, labels[0]["precision"]) if labels else []
+    if not bits:
+        scored["ptq"] = pd.DataFrame()
+        return scored
+    quantizations = [
+        Quantization(method, ptq["weight_format"].format(bits=value)) for method in ptq["methods"] for value in bits
+    ]
+    rows = score_checkpoint(
+        checkpoint,
+        quantizations,
+        {"val": load_tokens(inputs["val"])},
+        load_tokens(inputs["calibration"]),
+        calibration=ptq["calibration"],
+        eval_tokens=params["eval_tokens"],
+        batch_size=params["batch_size"],
+        gptq_damp=params["gptq_damp"],
+        device=device,
+    )
+    rows["P_post"] = np.where(rows["method"] == AS_TRAINED, np.inf, rows["bits"]).astype(float)
+    scored["ptq"] = with_labels(rows.drop(columns=["split", "bits"]), labels)
+    return scored
+
+
+def jobs(config: dict, evaluations: list[Evaluation], layout) -> list[Job]:
+    """`kumar2024_training_ptq`: every checkpoint's PTQ rows in one table (Fig. 7, the unified law)."""
+    return [
+        Job(
+            "ptq",
+            f"{__name__}:collect_ptq_job",
+            {"scored": [layout.scored(STUDY, "ptq", e.run, e.tokens) for e in evaluations]},
+            {"ptq": layout.table(STUDY, "ptq")},
+            message="Collecting the PTQ-after-training rows",
+        )
+    ]
+
+
+def collect_ptq_job(inputs: dict, outputs: dict, params: dict) -> None:
+    from qscaling.evaluate import write_table
+
+    frames = [frame for path in inputs["scored"] if not (frame := pd.read_parquet(path)).empty]
+    table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[*LABELS, "method", "P_post"])
+    write_table(ptq_table(table), outputs["ptq"])
+
+
+def ptq_table(rows: pd.DataFrame) -> pd.DataFrame:
+    """The PTQ rows, sorted, with `P_train` (the weights' training bits, FULL_BITS for fp32): one row per
+    (checkpoint, label, method, P_post), its as-trained row (`AS_TRAINED`, P_post = inf) included."""
+    table = rows.assign(P_train=rows["P_w"])
+    order = ["method", "P_train", "P_post", "N", "D", "seed"]
+    return table.sort_values(order).reset_index(drop=True)
 
 
 def build_table(rows: pd.DataFrame, settings: dict) -> pd.DataFrame:
@@ -192,16 +290,48 @@ def sweep_rows(rows: pd.DataFrame, varied: str) -> pd.DataFrame:
 FITS = {"neff_w": "w", "neff_a": "a", "neff_kv": "kv", "neff_joint": None}
 
 
+FIT_INPUTS = ("ptq",)  # the fits read the PTQ-after-training table besides the study's own
+
+
 def fit_names(settings: dict) -> list[str]:
-    return list(FITS)
+    return [*FITS, *(f"unified_{method}" for method in settings["ptq"]["methods"])]
 
 
-def fit_laws(table: pd.DataFrame, settings: dict) -> dict:
-    """The N_eff law on each marginal sweep and on every point, with CIs from resampling runs and the error on each
-    left-out size."""
+def fit_laws(table: pd.DataFrame, settings: dict, ptq: pd.DataFrame | None = None) -> dict:
+    """The N_eff law on each marginal sweep and on every point, and the unified law per PTQ method on the PTQ
+    table, with CIs from resampling runs and the error on each left-out size."""
     rows = law_rows(table)
     options = {"bootstrap": settings["bootstrap"], "group_col": "N", "run_col": "run", "seed": 0}
-    return {name: _fit_sweep(rows, varied, **options) for name, varied in FITS.items()}
+    fits = {name: _fit_sweep(rows, varied, **options) for name, varied in FITS.items()}
+    for method in settings["ptq"]["methods"]:
+        fits[f"unified_{method}"] = fit_unified(unified_rows(ptq, method), **options)
+    return fits
+
+
+def unified_rows(ptq: pd.DataFrame | None, method: str) -> pd.DataFrame:
+    """What the unified law is fitted on for one PTQ method: every checkpoint of the PTQ table at the recipe seed,
+    as trained (P_post = inf) and post-quantized by `method`."""
+    if ptq is None or ptq.empty:
+        return pd.DataFrame(columns=[*LAWS[UNIFIED_LAW].inputs, "loss", "run", "method"])
+    rows = ptq[ptq["method"].isin([method, AS_TRAINED])]
+    return rows[rows["seed"] == recipe_seed(ptq)].reset_index(drop=True)
+
+
+def fit_unified(rows: pd.DataFrame, **options):
+    """The unified law on one method's rows, or why it cannot be fitted. A tensor the rows never quantize (P_x one
+    value throughout) keeps Table 2's γ_x, n_x and the assumed C_x = 1: its factors are then constants."""
+    from qscaling.laws.table import constant_inputs, unidentifiable
+
+    unified = LAWS[UNIFIED_LAW]
+    if not (rows["P_post"] < np.inf).any():
+        return f"{UNIFIED_LAW}: no post-quantized checkpoint"
+    constant = constant_inputs(unified, rows)
+    held = set(unidentifiable(unified, constant)) | {f"C_{t}" for t in TENSOR_SPECS if f"P_{t}" in constant}
+    fixed = {param: UNIFIED_PAPER[param] for param in sorted(held)}
+    free = len(unified.params) - len(fixed)
+    if len(rows) <= free:
+        return f"{UNIFIED_LAW}: {len(rows)} points for {free} free parameters (an exact fit; need more)"
+    return try_fit(UNIFIED_LAW, rows, fixed=fixed or None, **options)
 
 
 def _fit_sweep(rows: pd.DataFrame, varied: str | None, **options):
@@ -224,7 +354,7 @@ def _fit_sweep(rows: pd.DataFrame, varied: str | None, **options):
 FIT_TABLES = ("optimal_precision",)
 
 
-def fit_tables(table: pd.DataFrame, settings: dict) -> dict:
+def fit_tables(table: pd.DataFrame, settings: dict, ptq: pd.DataFrame | None = None) -> dict:
     return {"optimal_precision": optimal_precision_draws(table, settings["bootstrap"])}
 
 
@@ -308,7 +438,53 @@ def claims(tables: dict, fits: dict, settings: dict) -> list[dict]:
         *(_ordering_claim(fits, rows, tensor, sigma, noise) for tensor in ("a", "kv")),
         _saturation_claim(fits.get("neff_w"), rows, sigma, noise),
         _optimal_precision_claim(fits.get("neff_joint"), tables.get("optimal_precision"), rows, sigma, noise),
+        *(_robustness_claim(tables.get("ptq"), method) for method in settings["ptq"]["methods"]),
     ]
+
+
+def robustness_gaps(ptq: pd.DataFrame, method: str) -> pd.DataFrame:
+    """Per weight-only point and P_post below its P_w: δ_PTQ of its fp32 partner less its own at the same P_post
+    (`gap`, positive where the low-precision-trained model degrades less), by (size, D, seed, P_train, P_post)."""
+    columns = ["size", "N", "D", "seed", "P_train", "P_post", "gap"]
+    rows = ptq[ptq["method"] == method] if ptq is not None and not ptq.empty else pd.DataFrame(columns=columns)
+    if rows.empty:
+        return pd.DataFrame(columns=columns)
+    keys = ["size", "N", "D", "seed", "P_post"]
+    partner = rows[rows["precision"] == FULL].set_index(keys)["delta"].rename("partner_delta")
+    points = rows[(rows["precision"] != FULL) & (rows["P_post"] < rows["P_train"])]
+    joined = points.join(partner, on=keys, how="inner")
+    return joined.assign(gap=joined["partner_delta"] - joined["delta"])[columns].reset_index(drop=True)
+
+
+def _robustness_claim(ptq: pd.DataFrame | None, method: str) -> dict:
+    """The mean over points and P_post < P_w of δ_PTQ(fp32 partner) − δ_PTQ(point), its CI from the spread over
+    (size, D) cells; held to the seed floor of the gap itself: its spread over the repeated point's seeds."""
+    text = f"Models trained at lower weight precision degrade less under later PTQ ({method.upper()}; Sec. 5, Fig. 7)"
+    gaps = robustness_gaps(ptq, method)
+    if gaps.empty:
+        return claim(STUDY, text, statistic="no weight-only point post-quantized below its P_w", ci="",
+                     verdict=INCONCLUSIVE)  # fmt: skip
+    recipe = gaps[gaps["seed"] == recipe_seed(gaps)]
+    per_cell = recipe.groupby(["N", "D"])["gap"].mean()
+    mean = float(recipe["gap"].mean())
+    if len(per_cell) >= 2:
+        half = 1.96 * float(per_cell.std(ddof=1)) / math.sqrt(len(per_cell))
+        low, high = mean - half, mean + half
+        ci = f"[{low:.3g}, {high:.3g}] (over {len(per_cell)} (N, D) cells)"
+    else:
+        low, high, ci = -math.inf, math.inf, "one (N, D) cell: no CI"
+    repeated = gaps.groupby(["size", "D", "P_train", "P_post"]).filter(lambda group: group["seed"].nunique() >= 2)
+    spreads = repeated.groupby(["size", "D", "P_train", "P_post"])["gap"].var(ddof=1)
+    sigma = float(np.sqrt(spreads.mean())) if len(spreads) else math.nan
+    row = claim(
+        STUDY,
+        text,
+        statistic=f"mean δ_PTQ(fp32) − δ_PTQ(P_w) = {mean:.3g} nats over {len(recipe)} (point, P_post) pairs",
+        ci=ci,
+        verdict=verdict_from_interval(low, high, "positive"),
+    )
+    noise = f"σ_seed of the gap = {sigma:.2g} over {repeated['seed'].nunique()} seeds at {len(spreads)} (P_w, P_post)"
+    return floored_by_seed_noise(row, abs(mean), sigma, noise, "|mean gap| (nats)")
 
 
 def _ordering_claim(fits: dict, rows: pd.DataFrame, tensor: str, sigma: float, noise: str) -> dict:
