@@ -26,8 +26,18 @@ def test_a_precision_names_the_tensors_it_quantizes_at_the_papers_granularity():
     assert [study.varied_tensor(name) for name in ("W3", "A8", "KV4", "W4A4", study.FULL)] == [
         "w", "a", "kv", study.JOINT, ""
     ]  # fmt: skip
-    for bad in ("", "W", "A4W4", "w4", "W4X"):
+    # The ablations: FP weights (P_w = 1 + exponent + mantissa bits) and another granularity, each its own sweep.
+    assert study.training_precision("WE3M2") == {"weights": "fp:e3m2:channel"}
+    assert study.law_precisions("WE3M2")["P_w"] == 6.0
+    assert study.training_precision("A8/channel") == {"activations": "int8:channel"}
+    assert [study.varied_tensor(name) for name in ("WE3M2", "W4/tensor", "W4/channel", "KV4/channel")] == [
+        "w_fp", "w_tensor", "w", "kv_channel"
+    ]  # fmt: skip
+    for bad in ("", "W", "A4W4", "w4", "W4X", "W4/token", "WE3"):
         with pytest.raises(ValueError, match="is not W<bits>, A<bits>, KV<bits>"):
+            study.precision_bits(bad)
+    for bad, message in (("W4A8/tensor", "names one tensor only"), ("WE3M2A8", "is INT in every tensor")):
+        with pytest.raises(ValueError, match=message):
             study.precision_bits(bad)
 
 
@@ -72,9 +82,11 @@ def test_every_point_has_its_fp32_partner_and_the_recipe_seed_partners_are_the_l
                 assert spec.cooldown is not None and variant["seed"] == spec.seed
                 points.setdefault(key, set()).add(variant["precision"])
     assert set(points) == set(partners)
-    # 4 weight bits × (2 sizes × 2 budgets + 1 size × 2 budgets), 4 A/KV and 2 joint precisions × 2 budgets, and
-    # the seed point at two more seeds.
-    assert sum(len(names) for names in points.values()) == 4 * 6 + 4 * 2 + 2 * 2 + 2
+    # 4 weight bits × (2 sizes × 2 budgets + 1 size × 2 budgets), 4 A/KV and 2 joint precisions × 2 budgets, the
+    # seed point at two more seeds, and the ablations at one budget: 4 per-tensor weight precisions, 7 FP formats.
+    assert sum(len(names) for names in points.values()) == 4 * 6 + 4 * 2 + 2 * 2 + 2 + 4 + 7
+    assert study.training_precision("W4/tensor") == {"weights": "int4:tensor"}
+    assert points[("N21k", 250_000, 0)] >= {"W4/tensor", "WE3M2"}
     assert points[("N21k", 500_000, 1)] == points[("N21k", 500_000, 2)] == {"W4"}
     ladder = {e.run for e in evaluations["ladder"]}
     assert {run for (_, _, seed), run in partners.items() if seed == 0} <= ladder
@@ -323,6 +335,9 @@ def test_fig20_and_fig5_draw_the_activation_kv_and_joint_points(synthetic_fits):
     from qscaling.figures import kumar2024_training as figures
 
     table, fits = synthetic_fits
+    # As the figure rules load them: a fit that could not be made (here neff_w_fp: no FP sweep) is left out.
+    fits = {name: fit for name, fit in fits.items() if not isinstance(fit, str)}
+    assert set(study.FITS) - set(fits) == {"neff_w_fp"}
     sweeps = figure_data(figures.fig20({"evals": table}, fits))
     assert [axes["xlabel"] for axes in sweeps["axes"]] == [
         "training precision P_a (bits)",
@@ -411,3 +426,48 @@ def test_a_model_trained_at_lower_precision_degrading_less_under_ptq_is_reproduc
     # only the smaller N_eff is left, and the low-precision-trained models degrade more.
     flat = _robustness(synthetic_ptq_table(noise=0.0, params={**UNIFIED_TRUE, "C_w": 100.0}))
     assert flat["verdict"] == "not reproduced" and "= -" in flat["statistic"]
+
+
+FP_TRUE = {**TRUE, "gamma_w": 2.9, "n_w": 0.1}
+FP_WEIGHTS = ("WE1M3", "WE2M3", "WE3M3", "WE4M3", "WE3M1", "WE3M2", "WE2M1")
+
+
+def test_the_fp_weight_sweep_has_its_own_fit_and_stays_out_of_the_int_ones(synthetic_fits):
+    table, fits = synthetic_fits
+    fp = []
+    for size, D, name in itertools.product(SIZES, BUDGETS, FP_WEIGHTS):
+        x = {"N": SIZES[size], "D": D, **study.law_precisions(name)}
+        # Losses the INT fits would be pulled far off by, were they to read them.
+        loss = float(law.training_precision_loss(FP_TRUE, x)) + (0.5 if name == "WE3M3" else 0.0)
+        fp.append({**table.iloc[0].to_dict(), "run": f"{size}-{D}-{name}", "size": size, "budget": D, "seed": 0,
+                   "precision": name, "varied": "w_fp", "loss": loss, **x})  # fmt: skip
+    fp_table = pd.concat([table, pd.DataFrame(fp)], ignore_index=True)
+    assert study.law_rows(fp_table).equals(study.law_rows(table))
+    rows = study.recipe_rows(fp_table)
+    clean = rows[rows["precision"] != "WE3M3"]
+    fp_fit = study._fit_sweep(clean, "w_fp", bootstrap=0, seed=0)
+    assert fp_fit.params["gamma_w"] == pytest.approx(FP_TRUE["gamma_w"], rel=0.08)
+    assert fp_fit.params["n_w"] == pytest.approx(FP_TRUE["n_w"], abs=0.1)
+    assert fp_fit.held_fixed("gamma_a") and fp_fit.held_fixed("n_kv")
+    joint = study._fit_sweep(rows, None, bootstrap=0, seed=0)
+    assert joint.params["gamma_w"] == pytest.approx(fits["neff_joint"].params["gamma_w"], rel=1e-3)
+
+
+def test_table1_ranks_the_form_that_made_the_data_first_on_held_out_cells():
+    """Noise-free losses from the additive form: it predicts the left-out (N, D) cells' precision effects exactly;
+    the N_eff form, whose effect shrinks with N instead, does not."""
+    truth = {"A": 30.0, "alpha": 0.3, "B": 60.0, "E": 1.5, "C_P": 2.0, "gamma_w": 1.5}
+    weights = [name for name in SWEEPS if name.startswith("W")]
+    rows = []
+    for (size, N), D, name in itertools.product(SIZES.items(), BUDGETS[:2], [study.FULL, *weights]):
+        x = {"N": N, "D": D, **study.law_precisions(name)}
+        rows.append({"run": f"{size}-{D}-{name}", "size": size, "budget": D, "seed": 0, "precision": name,
+                     "varied": study.varied_tensor(name), "loss": float(law.additive_form(truth, x)),
+                     "diverged": False, **x})  # fmt: skip
+    table = pd.DataFrame(rows)
+    table["delta"] = table["loss"] - table.groupby(["N", "D"])["loss"].transform(lambda loss: loss.iloc[0])
+    forms = study.form_comparison(table).set_index("form")
+    assert list(forms.index) == ["neff", "additive", "effective_data", "tied", "untied", "multiplicative"]
+    assert forms.loc["additive", "paper_heldout_r2"] == 0.71 and forms["folds"].eq(6).all()
+    assert forms.loc["additive", "heldout_r2_delta"] > 0.999
+    assert forms.loc["neff", "heldout_r2_delta"] < forms.loc["additive", "heldout_r2_delta"] - 0.01

@@ -3,11 +3,19 @@ kumar2024_training table (`tables["evals"]`: one row per checkpoint and precisio
 A, B, E belong to 30M–220M models on Dolma, so its constants enter only as γ_x, n_x beside this run's size and data
 terms, labelled as such."""
 
+import itertools
+import math
+import re
+
 import numpy as np
+import pandas as pd
 import seaborn as sns
+from matplotlib.colors import BoundaryNorm, ListedColormap
+from matplotlib.lines import Line2D
 
 from qscaling.figures import add_footer, compact_number, figure, interval_text, new_figure, no_points, series_palette
 from qscaling.laws import LAWS
+from qscaling.laws import kumar2024 as law
 from qscaling.studies import kumar2024_training as study
 
 PAPER = "kumar2024"
@@ -218,3 +226,475 @@ def _unified_text(fit) -> str:
         f"γ_post {fit.params['gamma_post']:.3g} {interval_text(fit, 'gamma_post')}, "
         f"C_w {fit.params['C_w']:.3g} {interval_text(fit, 'C_w')}; R² {fit.r2:.3f}"
     )
+
+
+BITS = np.linspace(2, 12, 200)  # Fig. 3's range of training precisions (the paper's runs span 3–12 bits)
+LAW_COLUMNS = ["varied", "N", "D", "budget", "loss", "P_w", "P_a", "P_kv"]
+
+
+def _law_rows(tables):
+    """The study's law rows (`study.law_rows`), none where its table is missing or empty."""
+    table = tables.get("evals")
+    if table is None or table.empty:
+        return pd.DataFrame(columns=LAW_COLUMNS)
+    return study.law_rows(table)
+
+
+def _flags(fit, tensor: str) -> str:
+    """ " (n_kv at bound)": which of a tensor's γ_x, n_x its fit did not determine (held at Table 2's value or on a
+    bound), "" where it determined both."""
+    flagged = [
+        f"{symbol}_{tensor} {'held at paper' if fit.held_fixed(name) else 'at bound'}"
+        for symbol, name in (("γ", f"gamma_{tensor}"), ("n", f"n_{tensor}"))
+        if fit.held_fixed(name) or fit.at_bound(name)
+    ]
+    return f" ({', '.join(flagged)})" if flagged else ""
+
+
+def _isoloss(fig, ax, rows, fit) -> str:
+    """Fig. 3 right: the loss the weight sweep's fit predicts over (N, P_w) at the sweep's largest budget as filled
+    contours, and that budget's measured points on the same colour scale: a point coloured like the band it sits
+    in is where the fit puts it. Returns the footer's note."""
+    points = rows[rows["varied"] == "w"]
+    if points.empty or fit is None:
+        no_points(ax, "no weight sweep" if points.empty else "no neff_w fit")
+        return ""
+    points = points[points["budget"] == points["budget"].max()]
+    D = float(points["D"].iloc[0])
+    grid_N, grid_P = np.meshgrid(
+        np.geomspace(points["N"].min() / 2, points["N"].max() * 2, 60),
+        # Half a bit below the lowest point, so that its marker is not cut by the axes' edge.
+        np.linspace(min(BITS[0], points["P_w"].min()) - 0.5, max(BITS[-1], points["P_w"].max()), 60),
+    )
+    full = np.full(grid_N.size, study.FULL_BITS)
+    at = {"N": grid_N.ravel(), "D": np.full(grid_N.size, D), "P_w": grid_P.ravel(), "P_a": full, "P_kv": full}
+    predicted = fit.predict(at).reshape(grid_N.shape)
+    measured = points["loss"].to_numpy(float)
+    # Where f_w nears 0 the predicted loss runs away: the grid's top 5 % shares the top colour, so that the scale
+    # stays on the measured range.
+    top = max(measured.max(), np.quantile(predicted, 0.95))
+    levels = np.linspace(min(predicted.min(), measured.min()), top, 13)
+    colours = ListedColormap(series_palette("viridis", 256))
+    norm = BoundaryNorm(levels, colours.N, extend="max")
+    filled = ax.contourf(grid_N, grid_P, predicted, levels=levels, cmap=colours, norm=norm, extend="max")
+    ax.scatter(points["N"], points["P_w"], c=measured, cmap=colours, norm=norm, s=36, edgecolors="k", label="measured")
+    fig.colorbar(filled, ax=ax, label="loss (nats/token)", ticks=levels[::2], format="%.3g")
+    ax.set(xscale="log", xlabel="N (non-embedding parameters)", ylabel="weight training precision P_w (bits)")
+    ax.set_title(f"IsoLoss at D = {compact_number(D)} tokens")
+    return (
+        f"Right: filled, the loss this run's neff_w fit predicts at D = {compact_number(D)} tokens (the weight "
+        "sweep's largest budget) with activations and KV cache in fp32; points, the measured losses there, coloured "
+        "on the same scale."
+    )
+
+
+@figure(tables=STUDY_TABLES, fits=study.STUDY)
+def fig3(tables, fits):
+    """Left: N_eff/N = f_x(P) per tensor, this run's marginal fits beside Table 2's. Right: IsoLoss contours over
+    (N, P_w) from the weight sweep's fit at its largest budget, with the measured points on the same colour scale."""
+    fig, axes = new_figure(2, 1, width=4.2, height=3.4)
+    left, right = axes[0]
+    notes = []
+    for colour, (tensor, name) in zip(sns.color_palette(), TENSOR_NAMES.items()):
+        fit = fits.get(f"neff_{tensor}")
+        paper = law.precision_fraction(study.PAPER, BITS, tensor)
+        left.plot(BITS, paper, "-", color=colour, label=f"{name}: Table 2")
+        if fit is not None:
+            ours = law.precision_fraction(fit.params, BITS, tensor)
+            left.plot(BITS, ours, "--", color=colour, label=f"{name}: neff_{tensor}{_flags(fit, tensor)}")
+        notes.append(f"{tensor}: {_fit_text(fit, tensor)}")
+    left.set(xlabel="training precision P_x (bits)", ylabel="N_eff / N = f_x(P_x)", ylim=(0, 1.02))
+    left.set_title("effective parameters per tensor")
+    left.legend(fontsize=6, loc="lower right")
+    isoloss = _isoloss(fig, right, _law_rows(tables), fits.get("neff_w"))
+    add_footer(
+        fig,
+        "Left: f_x(P) = 1 − e^(−P/γ_x + n_x) with Kumar et al.'s Table 2 constants (solid) and with this run's "
+        f"marginal fits, each on its own sweep (dashed). Fits: {'; '.join(notes)}. {isoloss}",
+    )
+    return fig
+
+
+def _fixed_size_optimum(params, N: float, tokens) -> np.ndarray:
+    """P*(D) at fixed N (`law.fixed_size_optimal_precision`) at each D, NaN where it has none: the solver raises
+    where its bracket holds no root, and returns the bracket's top (MOST_BITS) where the root lies beyond it."""
+    optimum = []
+    for D in tokens:
+        try:
+            value = float(law.fixed_size_optimal_precision(params, N, D))
+        except ValueError:
+            value = math.nan
+        optimum.append(value if math.isfinite(value) and value < study.MOST_BITS else math.nan)
+    return np.array(optimum)
+
+
+def _optimum_note(joint, run_star: float, solved: bool) -> str:
+    if joint is None:
+        return "No neff_joint fit: Table 2's constants only."
+    note = f"This run's P* (N, D, P all chosen): {run_star:.3g} bits." if math.isfinite(run_star) else (
+        f"This run's joint fit has no P* below {study.MOST_BITS:g} bits (N, D, P all chosen)."
+    )  # fmt: skip
+    if not solved:
+        note += f" Its fixed-N balance has no root below {study.MOST_BITS:g} bits at any (N, D) drawn: no dashed line."
+    if joint.ill_conditioned:
+        note += (
+            f" The joint fit is ill-conditioned (Jacobian condition number {joint.jacobian_condition:.2g}): its γ_x, "
+            "n_x, and with them P*, are not identified."
+        )
+    return note
+
+
+@figure(tables=STUDY_TABLES, fits=f"{study.STUDY}/neff_joint")
+def fig6(tables, fits):
+    """Compute-optimal training precision P*(D) at fixed N for each of this run's sizes (Kumar Fig. 6 centre/right):
+    this run's joint fit beside Table 2's constants, with each one's P* when N, D and P are all chosen."""
+    rows = _law_rows(tables)
+    fig, axes = new_figure(width=5.0, height=3.6)
+    ax = axes[0][0]
+    joint = fits.get("neff_joint")
+    if rows.empty:
+        no_points(ax, "no trained point")
+        return fig
+    budgets = np.sort(rows["D"].unique())
+    tokens = np.geomspace(budgets[0] / 10, budgets[-1] * 10, 60)
+    ax.axvspan(budgets[0], budgets[-1], color="0.93", label="this run's budgets")
+    sizes = np.sort(rows["N"].unique())
+    solved = False
+    for colour, N in zip(series_palette("viridis", len(sizes)), sizes):
+        ax.plot(tokens, _fixed_size_optimum(study.PAPER, N, tokens), "-", color=colour, label=f"N {compact_number(N)}")
+        if joint is not None:
+            ours = _fixed_size_optimum(joint.params, N, tokens)
+            ax.plot(tokens, ours, "--", color=colour)
+            solved |= bool(np.isfinite(ours).any())
+    paper_star = study.optimal_precision(study.PAPER)
+    ax.axhline(paper_star, color="k", lw=0.8, label=f"P* Table 2 ({paper_star:.2f})")
+    run_star = study.optimal_precision(joint.params) if joint is not None else math.nan
+    if math.isfinite(run_star):
+        ax.axhline(run_star, color="k", ls="--", lw=0.8, label=f"P* this run ({run_star:.2f})")
+    ax.set(xscale="log", xlabel="D (training tokens)", ylabel="compute-optimal P_w = P_a = P_kv (bits)")
+    ax.set_title("compute-optimal training precision at fixed N")
+    ax.legend(fontsize=6)
+    add_footer(
+        fig,
+        "P*(D): the precision that minimises the loss at fixed N and compute C ∝ N·D·P, the same for every tensor "
+        "(Sec. 4.3.2). Solid: Kumar et al.'s Table 2 constants (A, B, α of 30M–220M models: at these N an "
+        "extrapolation); dashed: this run's neff_joint fit; gaps: no root below "
+        f"{study.MOST_BITS:g} bits. Horizontal: P* with N, D and P all chosen (Sec. 4.3.1). "
+        + _optimum_note(joint, run_star, solved),
+    )
+    return fig
+
+
+EMPIRICAL_TOP = 2.0  # the highest N_eff/N fig15 shows: above it a point says more about its noise than about f_x
+
+
+def empirical_fraction(fit, rows: pd.DataFrame) -> np.ndarray:
+    """N_eff/N that each row's measured loss implies (Kumar App. M): its excess over its fp32 partner's measured
+    loss (`base_loss`) read through the fit's A and α, N_eff/N = (1/N)·[(L − L_fp32)/A + N^−α]^(−1/α); NaN where
+    the bracket is ≤ 0 (a point that beat its partner by more than the whole size term)."""
+    p = fit.params
+    N = rows["N"].to_numpy(float)
+    bracket = (rows["loss"].to_numpy(float) - rows["base_loss"].to_numpy(float)) / p["A"] + N ** -p["alpha"]
+    n_eff = np.full(len(rows), np.nan)
+    positive = bracket > 0
+    n_eff[positive] = bracket[positive] ** (-1 / p["alpha"])
+    return n_eff / N
+
+
+def _empirical_panel(ax, points, fit, tensor: str) -> str:
+    """One sweep's empirical N_eff/N per (N, D) — colour per N, marker per D — beside f_x(P) of its fit and of
+    Table 2. Returns how many points the view leaves out, for the footer."""
+    column = f"P_{tensor}"
+    fraction = empirical_fraction(fit, points)
+    finite = fraction[np.isfinite(fraction)]
+    top = min(max(1.1, 1.05 * finite.max()) if finite.size else 1.1, EMPIRICAL_TOP)
+    sizes, budgets = np.sort(points["N"].unique()), np.sort(points["D"].unique())
+    colours = dict(zip(sizes, series_palette("viridis", len(sizes))))
+    markers = dict(zip(budgets, itertools.cycle("os^Dv")))
+    for (N, D), group in points.groupby(["N", "D"]):
+        chosen = ((points["N"] == N) & (points["D"] == D)).to_numpy()
+        ax.plot(group[column], fraction[chosen], markers[D], color=colours[N], ms=4, ls="none",
+                label=f"N {compact_number(N)}, D {compact_number(D)}")  # fmt: skip
+    bits = np.linspace(min(BITS[0], points[column].min()), max(8.0, points[column].max()), 100)
+    ax.plot(bits, law.precision_fraction(fit.params, bits, tensor), "--", color="k", lw=1,
+            label=f"f_{tensor}: neff_{tensor}{_flags(fit, tensor)}")  # fmt: skip
+    ax.plot(
+        bits, law.precision_fraction(study.PAPER, bits, tensor), "-", color="0.5", lw=1, label=f"f_{tensor}: Table 2"
+    )
+    ax.set(xlabel=f"training precision {column} (bits)", ylabel="N_eff / N", ylim=(0, top))
+    ax.legend(fontsize=6)
+    hidden = int((~np.isfinite(fraction) | (fraction > top)).sum())
+    return f"{tensor}: {hidden} of {len(fraction)}" if hidden else ""
+
+
+@figure(tables=STUDY_TABLES, fits=study.STUDY)
+def fig15(tables, fits):
+    """Empirical N_eff/N of each quantized point of each marginal sweep (Kumar App. M) against its bits, beside
+    f_x(P) of the sweep's fit and of Table 2."""
+    rows = _law_rows(tables)
+    fig, axes = new_figure(3, 1, width=3.7, height=3.3)
+    notes, hidden = [], []
+    for ax, (tensor, name) in zip(axes[0], TENSOR_NAMES.items()):
+        fit = fits.get(f"neff_{tensor}")
+        points = rows[rows["varied"] == tensor]
+        ax.set_title(f"{name} only")
+        notes.append(f"{tensor}: {_fit_text(fit, tensor)}")
+        if points.empty or fit is None:
+            no_points(ax, f"no {name} sweep" if points.empty else f"no neff_{tensor} fit")
+            continue
+        hidden.append(_empirical_panel(ax, points, fit, tensor))
+    left_out = "; ".join(note for note in hidden if note)
+    add_footer(
+        fig,
+        "Points: N_eff/N = [(L − L_fp32)/A + N^−α]^(−1/α) / N from each quantized point's measured loss L, its fp32 "
+        "partner's L_fp32 and the A, α of its sweep's own fit (Kumar et al. App. M); separately trained runs differ "
+        "by σ_seed, which moves a point by about σ_seed·N^α/(α·A) of its value. Dashed: that fit's f_x(P); grey: "
+        f"Table 2's. Fits: {'; '.join(notes)}."
+        + (f" Not drawn (bracket ≤ 0, or N_eff/N above {EMPIRICAL_TOP:g}): {left_out}." if left_out else ""),
+    )
+    return fig
+
+
+PTQ_METHOD = "gptq"  # the paper's main PTQ method (Fig. 21 is drawn for it)
+MARKERS = "osD^vPX"
+
+
+def _ptq_points(tables) -> pd.DataFrame:
+    """Fig. 21's rows: the recipe seed's PTQ_METHOD rows below their training precision (every P_post of an fp32
+    partner, whose P_train is FULL_BITS)."""
+    ptq = tables.get("ptq")
+    if ptq is None or ptq.empty:
+        return pd.DataFrame(columns=["N", "P_w", "P_train", "P_post", "delta"])
+    rows = ptq[(ptq["method"] == PTQ_METHOD) & (ptq["P_post"] < ptq["P_train"])]
+    return rows[rows["seed"] == study.recipe_seed(ptq)].reset_index(drop=True)
+
+
+def _trained_name(bits: float) -> str:
+    return f"trained {study.FULL}" if bits == study.FULL_BITS else f"trained W{bits:g}"
+
+
+@figure(tables=PTQ_TABLES, fits=f"{study.STUDY}/neff_w")
+def fig21(tables, fits):
+    """δ_PTQ after GPTQ against N (left) and against N_eff = N·f_w(P_w) (right; Kumar Fig. 21), colour per P_post,
+    marker per the weights' training precision."""
+    rows = _ptq_points(tables)
+    fit = fits.get("neff_w")
+    fig, axes = new_figure(2, 1, width=3.8, height=3.4, sharey=True)
+    if rows.empty:
+        for ax in axes[0]:
+            no_points(ax, f"no {PTQ_METHOD.upper()} row below its training precision")
+        return fig
+    params = fit.params if fit is not None else study.PAPER
+    source = f"this run's neff_w fit ({_fit_text(fit, 'w')})" if fit is not None else (
+        f"Kumar et al.'s Table 2 (γ_w {params['gamma_w']:.4g}, n_w {params['n_w']:.4g}; no neff_w fit)"
+    )  # fmt: skip
+    n_eff = rows["N"] * law.precision_fraction(params, rows["P_w"], "w")
+    posts, trains = np.sort(rows["P_post"].unique()), np.sort(rows["P_train"].unique())
+    colours = dict(zip(posts, series_palette("rocket", len(posts))))
+    markers = dict(zip(trains, itertools.cycle(MARKERS)))
+    panels = ((axes[0][0], rows["N"], "N (non-embedding parameters)"), (axes[0][1], n_eff, "N_eff = N·f_w(P_w)"))
+    for ax, x, name in panels:
+        for (P_train, P_post), group in rows.groupby(["P_train", "P_post"]):
+            ax.scatter(x[group.index], group["delta"], color=colours[P_post], marker=markers[P_train], s=20,
+                       label=f"{_trained_name(P_train)}, P_post {P_post:g}")  # fmt: skip
+        ax.axhline(0, color="k", lw=0.6)
+        ax.set(xscale="log", xlabel=name)
+    axes[0][0].set_ylabel(f"δ_PTQ after {PTQ_METHOD.upper()} (nats/token)")
+    handles = [Line2D([], [], ls="none", marker="o", color=colours[p], label=f"P_post {p:g} bits") for p in posts]
+    handles += [Line2D([], [], ls="none", marker=markers[t], color="0.3", label=_trained_name(t)) for t in trains]
+    axes[0][1].legend(handles=handles, fontsize=6, loc="upper left", bbox_to_anchor=(1.02, 1))
+    add_footer(
+        fig,
+        f"{PTQ_METHOD.upper()} rows of the PTQ-after-training table at the recipe seed: each weight-only point "
+        "post-quantized below its training precision and each fp32 partner. δ_PTQ: the loss after post-quantizing "
+        "the weights (INT, per output channel) less the same checkpoint's as trained, on the same windows. "
+        f"N_eff = N·f_w(P_w) with γ_w, n_w of {source}; an fp32 partner's N_eff is its N. Separately trained points "
+        "differ by σ_seed too: see claims.",
+    )
+    return fig
+
+
+def _ablation_cells(rows, varied: str) -> list:
+    """The (N, D) cells where the ablation sweep `varied` (w_tensor, w_fp) has trained points, sorted."""
+    return sorted(rows.loc[rows["varied"] == varied, ["N", "D"]].drop_duplicates().itertuples(index=False, name=None))
+
+
+def _partner_line(ax, rows, N, D, colour="0.4") -> None:
+    partner = rows[(rows["N"] == N) & (rows["D"] == D) & (rows["varied"] == "")]
+    if not partner.empty:
+        ax.axhline(partner["loss"].iloc[0], color=colour, ls=":", lw=0.8, label=f"{study.FULL} partner")
+
+
+def _recipe_rows(tables):
+    """Every trained point at the recipe seed, the ablations' included (`study.recipe_rows`)."""
+    table = tables.get("evals")
+    if table is None or table.empty:
+        return pd.DataFrame(columns=LAW_COLUMNS + ["precision", "loss_se"])
+    return study.recipe_rows(table)
+
+
+GRANULARITIES = {"w": "per channel (the paper's)", "w_tensor": "per tensor"}
+
+
+@figure(tables=STUDY_TABLES)
+def fig13(tables, fits):
+    """Loss against weight training precision with the weights scaled per output channel and per tensor, one panel
+    per (N, D) that trains both (Kumar Fig. 13)."""
+    rows = _recipe_rows(tables)
+    cells = _ablation_cells(rows, "w_tensor")
+    fig, axes = new_figure(max(len(cells), 1), 1, width=3.8, height=3.3)
+    if not cells:
+        no_points(axes[0][0], "no per-tensor weight sweep")
+    for ax, (N, D) in zip(axes[0], cells):
+        for colour, (varied, name) in zip(sns.color_palette(), GRANULARITIES.items()):
+            points = rows[(rows["varied"] == varied) & (rows["N"] == N) & (rows["D"] == D)].sort_values("P_w")
+            ax.errorbar(points["P_w"], points["loss"], yerr=2 * points["loss_se"], fmt="o-", ms=4, color=colour,
+                        label=name)  # fmt: skip
+        _partner_line(ax, rows, N, D)
+        ax.set(xlabel="weight training precision P_w (bits)", ylabel="held-out loss (nats/token)")
+        ax.set_title(f"N {compact_number(N)}, D {compact_number(D)} tokens")
+        ax.legend(fontsize=6)
+    add_footer(
+        fig,
+        "INT weights, symmetric absmax, forward fake-quant with STE: one scale per output channel (Kumar et al.'s "
+        "setup) or one per tensor; activations and KV cache in fp32. Dotted: the fp32 partner. The paper's message: "
+        f"per-channel scaling costs less loss at every precision, most at low bits. {NOISE_NOTE}",
+    )
+    return fig
+
+
+FP_LAYOUT = re.compile(r"WE(\d)M(\d)")
+FP_PAPER = LAWS[study.LAW].paper_params["fp_weights"]
+
+
+def _fp_points(rows) -> pd.DataFrame:
+    """The FP weight points with their exponent and mantissa bits (columns `E`, `M`)."""
+    points = rows[rows["varied"] == "w_fp"].copy()
+    layout = points["precision"].str.extract(FP_LAYOUT).astype(float)
+    return points.assign(E=layout[0], M=layout[1])
+
+
+@figure(tables=STUDY_TABLES, fits=study.STUDY)
+def fig16(tables, fits):
+    """FP weight training precision (Kumar Fig. 16): left, loss against P_w = 1 + E + M bits of each FP format with
+    the FP weight fit (neff_w_fp); right, f_w(P) of that fit beside the INT one and the paper's two."""
+    fp_fit, int_fit = fits.get("neff_w_fp"), fits.get("neff_w")
+    fig, axes = new_figure(2, 1, width=3.9, height=3.3)
+    left, right = axes[0]
+    rows = _recipe_rows(tables)
+    points = _fp_points(rows)
+    if points.empty:
+        no_points(left, "no FP weight sweep")
+    for colour, ((N, D), group) in zip(sns.color_palette(), points.groupby(["N", "D"])):
+        label = f"N {compact_number(N)}, D {compact_number(D)}"
+        left.errorbar(group["P_w"], group["loss"], yerr=2 * group["loss_se"], fmt="o", ms=4, color=colour, label=label)
+        _partner_line(left, rows, N, D, colour)
+        if fp_fit is not None:
+            bits = np.linspace(group["P_w"].min(), group["P_w"].max(), 40)
+            full = np.full_like(bits, study.FULL_BITS)
+            at = {"N": np.full_like(bits, N), "D": np.full_like(bits, D), "P_w": bits, "P_a": full, "P_kv": full}
+            left.plot(bits, fp_fit.predict(at), "--", color=colour, lw=1, label=f"{label}: neff_w_fp")
+    left.set(xlabel="weight training precision P_w = 1 + E + M (bits)", ylabel="held-out loss (nats/token)")
+    if not points.empty:
+        left.legend(fontsize=6)
+    curves = (("this run, FP (neff_w_fp)", fp_fit, "--", "C3"), ("this run, INT (neff_w)", int_fit, "--", "C0"),
+              ("paper, FP (Fig. 16)", FP_PAPER, "-", "C3"), ("paper, INT (Table 2)", study.PAPER, "-", "C0"))  # fmt: skip
+    for name, source, style, colour in curves:
+        if source is not None:
+            params = source.params if hasattr(source, "params") else source
+            right.plot(BITS, law.precision_fraction(params, BITS, "w"), style, color=colour, label=name)
+    right.set(xlabel="weight training precision P_w (bits)", ylabel="N_eff / N = f_w(P_w)", ylim=(0, 1.02))
+    right.legend(fontsize=6, loc="lower right")
+    add_footer(
+        fig,
+        "FP weights ExMy (absmax-scaled per output channel, forward fake-quant with STE), each counted as 1 + E + M "
+        f"bits; dotted: the fp32 partner; dashed (left): the FP fit's loss at each bit count. FP fit: "
+        f"{_fit_text(fp_fit, 'w')}; INT fit: {_fit_text(int_fit, 'w')}. Paper's FP fit: γ_w {FP_PAPER['gamma_w']:.4g}, "
+        f"n_w {FP_PAPER['n_w']:.4g}. {NOISE_NOTE}",
+    )
+    return fig
+
+
+@figure(tables=STUDY_TABLES)
+def fig17(tables, fits):
+    """Loss against the exponent bits at 3 mantissa bits (ExM3, left) and against the mantissa bits at 3 exponent
+    bits (E3Mx, right), per (N, D) (Kumar Fig. 17)."""
+    rows = _recipe_rows(tables)
+    points = _fp_points(rows)
+    fig, axes = new_figure(2, 1, width=3.6, height=3.3, sharey=True)
+    for ax, (fixed, varied, name) in zip(axes[0], (("M", "E", "exponent"), ("E", "M", "mantissa"))):
+        sweep = points[points[fixed] == 3]
+        ax.set_title(f"{'ExM3' if fixed == 'M' else 'E3Mx'}: {name} bits varied")
+        ax.set_xlabel(f"{name} bits ({varied})")
+        if sweep.empty:
+            no_points(ax, f"no {'ExM3' if fixed == 'M' else 'E3Mx'} sweep")
+            continue
+        for colour, ((N, D), group) in zip(sns.color_palette(), sweep.groupby(["N", "D"])):
+            group = group.sort_values(varied)
+            ax.errorbar(group[varied], group["loss"], yerr=2 * group["loss_se"], fmt="o-", ms=4, color=colour,
+                        label=f"N {compact_number(N)}, D {compact_number(D)}")  # fmt: skip
+            _partner_line(ax, rows, N, D, colour)
+        ax.legend(fontsize=6)
+    axes[0][0].set_ylabel("held-out loss (nats/token)")
+    add_footer(
+        fig,
+        "FP weights ExMy trained with forward fake-quant (absmax per output channel, STE); activations and KV cache "
+        "in fp32. Dotted: the fp32 partner. The paper's message: at a fixed mantissa, exponent bits past ~3 buy "
+        f"little; at a fixed exponent, each mantissa bit lowers the loss. {NOISE_NOTE}",
+    )
+    return fig
+
+
+FORM_NAMES = {"neff": "N_eff (Eq. 3)", "additive": "additive", "effective_data": "D_eff", "tied": "tied N_eff + D_eff",
+              "untied": "untied N_eff + D_eff", "multiplicative": "multiplicative"}  # fmt: skip
+
+
+def table1_frame(tables, fits):
+    """Table 1: each functional form's held-out R² on this run's weight sweep beside the paper's."""
+    forms = tables.get("forms")
+    if forms is None:
+        return pd.DataFrame(columns=study.FORM_COLUMNS)
+    return forms.assign(form=forms["form"].map(FORM_NAMES))
+
+
+def _score(value) -> str:
+    return "—" if not math.isfinite(value) else f"{value:.3f}"
+
+
+@figure(tables={"forms": f"{study.STUDY}/forms"}, frame=True)
+def table1(tables, fits):
+    """Table 1 rendered: held-out R² of the loss and of the precision effect δ per form, the paper's beside ours."""
+    frame = table1_frame(tables, fits)
+    fig, axes = new_figure(width=7.2, height=0.3 * len(frame) + 1.4)
+    ax = axes[0][0]
+    ax.axis("off")
+    header = ["form", "paper\nheld-out R²", "held-out R²\n(loss)", "held-out R²\n(δ)", "R²\n(in sample)", "on a bound"]
+    cells = [
+        [
+            row["form"],
+            f"{row['paper_heldout_r2']:.2f}",
+            _score(row["heldout_r2"]),
+            _score(row["heldout_r2_delta"]),
+            _score(row["r2"]),
+            row["at_bound"] or row["error"] or "—",
+        ]
+        for _, row in frame.iterrows()
+    ]
+    if not cells:
+        no_points(ax, "no form comparison")
+    else:
+        widths = [0.24, 0.15, 0.15, 0.14, 0.14, 0.18]  # the forms' names are the longest cells
+        table = ax.table(cellText=cells, colLabels=header, colWidths=widths, loc="center", cellLoc="center")
+        table.auto_set_font_size(False)
+        table.set_fontsize(7)
+        table.scale(1, 1.5)
+        for column in range(len(header)):
+            table[0, column].set_height(2 * table[0, column].get_height())
+    folds = f"{int(frame['folds'].iloc[0])} (N, D) cells, {int(frame['points'].iloc[0])} points" if cells else ""
+    add_footer(
+        fig,
+        "Each form of weight training precision (Kumar et al. Table 1) fitted on the weight sweep and its fp32 "
+        f"partners; held out: each (N, D) cell in turn predicted by the form refitted on the others ({folds}). "
+        "δ: loss less the partner's, the precision effect alone. The paper's R² are on its 30M–220M runs.",
+    )
+    return fig

@@ -19,6 +19,7 @@ LAWS: dict[str, Law] = {
         kumar2024.PTQ,
         kumar2024.NEFF,
         kumar2024.UNIFIED,
+        *kumar2024.FORMS.values(),
         ouyang2024.QID,
         ouyang2024.QID_TOKENS,
         ouyang2024.QID_SIZE,

@@ -134,7 +134,6 @@ def fit_table(args):
     law = get_law(args.name)
     if args.variant is not None and args.variant not in law.paper_params:
         raise ValueError(f"--variant {args.variant!r} unknown for {law.name}; valid: {', '.join(law.paper_params)}")
-    paper = law.paper_params[args.variant] if args.variant else law.default_paper_params()
     if args.bootstrap < 0:
         raise ValueError(f"--bootstrap must be >= 0, got {args.bootstrap}")
     if args.starts is not None and (args.starts < 1 or args.starts & (args.starts - 1)):
@@ -144,6 +143,13 @@ def fit_table(args):
     table = prepare_table(law, args)
     constant = constant_inputs(law, table)
     held = unidentifiable(law, constant)
+    if held and not law.paper_params:
+        names = ", ".join(
+            f"{name} (input {' and '.join(repr(i) for i in inputs)} constant)" for name, inputs in held.items()
+        )
+        raise ValueError(f"{law.name} has no paper constants to hold {names} at: give a table where those inputs vary")
+    variant = args.variant or next(iter(law.paper_params), None)
+    paper = law.paper_params[variant] if held else {}
     n_free = len(law.params) - len(held)
     if len(table) < n_free:
         raise ValueError(f"{law.name} has {n_free} free parameters but the table has {len(table)} rows to fit")
@@ -163,7 +169,6 @@ def fit_table(args):
         group_col=None if group in constant else group,
         seed=args.seed,
     )
-    variant = args.variant or next(iter(law.paper_params))
     reasons = [
         f"{name} unidentifiable: input {' and '.join(repr(i) for i in inputs)} constant in the table "
         f"({', '.join(f'{i} = {constant[i]:g}' for i in inputs)}); held at paper variant {variant}'s value"

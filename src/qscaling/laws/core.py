@@ -118,6 +118,13 @@ class Law:
         """The first listed variant: the one a figure draws when no variant is named."""
         return next(iter(self.paper_params.values()))
 
+    def reference_params(self) -> dict[str, float]:
+        """A parameter set known to be sensible: the paper's default variant, or, for a law whose paper reports
+        no constants (Kumar et al.'s Table 1 forms), the middle of each parameter's start range."""
+        if self.paper_params:
+            return dict(self.default_paper_params())
+        return {p.name: float(p.from_optimiser(np.mean(p.to_optimiser(np.array(p.start))))) for p in self.params}
+
     def __call__(self, params: Mapping[str, float], data) -> np.ndarray:
         """Evaluate the law for one parameter set on a DataFrame or a dict of equal-length arrays."""
         values = self._check_params(params)

@@ -132,6 +132,10 @@ NEFF = Law(
     identified_by=_NEFF_IDENTIFIED_BY,
     paper_params={
         "table2": PaperParams({**KUMAR2024_CHINCHILLA, **_NEFF_CONSTANTS}, "Kumar et al. 2024, Table 2"),
+        "fp_weights": PaperParams(
+            {**KUMAR2024_CHINCHILLA, **_NEFF_CONSTANTS, "gamma_w": 2.8111, "n_w": 0.1240},
+            "Kumar et al. 2024, Table 2 with the FP weight fit's gamma_w, n_w (Fig. 16)",
+        ),
     },
     description="Loss of a model trained with weights, activations and KV cache quantized to P_w, P_a, P_kv bits.",
 )
@@ -164,6 +168,95 @@ UNIFIED = Law(
     },
     description="Quantized training and post-training quantization in one law.",
 )
+
+
+# Table 1's functional forms for the weight precision P_w (the N_eff form is NEFF itself): each says where
+# precision enters the Chinchilla law. f(P) = 1 − e^(−P/γ + n) as in N_eff; the additive and multiplicative forms
+# decay with P as e^(−P/γ). The paper reports only their held-out R², no constants.
+def _fraction(p, P, gamma="gamma_w", offset="n_w"):
+    return np.maximum(1 - np.exp(-P / p[gamma] + p[offset]), _LEAST_FRACTION)
+
+
+def additive_form(p, x):
+    """L = A·N^−α + B·D^−α + E + C_P·e^(−P_w/γ_w)."""
+    return (
+        p["A"] * x["N"] ** -p["alpha"]
+        + p["B"] * x["D"] ** -p["alpha"]
+        + p["E"]
+        + p["C_P"] * np.exp(-x["P_w"] / p["gamma_w"])
+    )
+
+
+def effective_data_form(p, x):
+    """L = A·N^−α + B·(D·f(P_w))^−α + E: precision shrinks the data instead of the parameters."""
+    return p["A"] * x["N"] ** -p["alpha"] + p["B"] * (x["D"] * _fraction(p, x["P_w"])) ** -p["alpha"] + p["E"]
+
+
+def tied_form(p, x):
+    """L = A·(N·f)^−α + B·(D·f)^−α + E, one f(P_w) for both."""
+    f = _fraction(p, x["P_w"])
+    return p["A"] * (x["N"] * f) ** -p["alpha"] + p["B"] * (x["D"] * f) ** -p["alpha"] + p["E"]
+
+
+def untied_form(p, x):
+    """L = A·(N·f)^−α + B·(D·f_D)^−α + E, f and f_D with their own γ, n."""
+    f, f_data = _fraction(p, x["P_w"]), _fraction(p, x["P_w"], "gamma_D", "n_D")
+    return p["A"] * (x["N"] * f) ** -p["alpha"] + p["B"] * (x["D"] * f_data) ** -p["alpha"] + p["E"]
+
+
+def multiplicative_form(p, x):
+    """L = (A·N^−α + B·D^−α + E)·(1 + C_P·e^(−P_w/γ_w))."""
+    chinchilla = p["A"] * x["N"] ** -p["alpha"] + p["B"] * x["D"] ** -p["alpha"] + p["E"]
+    return chinchilla * (1 + p["C_P"] * np.exp(-x["P_w"] / p["gamma_w"]))
+
+
+_W_PARAMS = (Param("gamma_w", 0.1, 20.0, start=(0.5, 5.0), log=True), Param("n_w", -5.0, 5.0, start=(-1.0, 2.5)))
+_DECAY_PARAMS = (Param("C_P", 1e-6, 1e3, start=(1e-3, 1.0), log=True), _W_PARAMS[0])
+_DATA_PARAMS = (Param("gamma_D", 0.1, 20.0, start=(0.5, 5.0), log=True), Param("n_D", -5.0, 5.0, start=(-1.0, 2.5)))
+# Where P_w scales N (tied, untied) or D (D_eff, tied, untied) inside a power term, varying P_w alone pins that
+# term's prefactor.
+_FORM_IDENTIFIED = {"A": ("N",), "alpha": ("N", "D"), "B": ("D",)}
+_SCALES_N = {"A": ("N", "P_w")}
+_SCALES_D = {"B": ("D", "P_w")}
+_FORMS = {  # name: (function, its precision parameters, formula, which prefactors P_w pins)
+    "additive": (additive_form, _DECAY_PARAMS, "L = A*N^-alpha + B*D^-alpha + E + C_P*exp(-P_w/gamma_w)", {}),
+    "effective_data": (effective_data_form, _W_PARAMS, "L = A*N^-alpha + B*(D*f(P_w))^-alpha + E", _SCALES_D),
+    "tied": (tied_form, _W_PARAMS, "L = A*(N*f(P_w))^-alpha + B*(D*f(P_w))^-alpha + E", _SCALES_N | _SCALES_D),
+    "untied": (
+        untied_form,
+        _W_PARAMS + _DATA_PARAMS,
+        "L = A*(N*f(P_w))^-alpha + B*(D*f_D(P_w))^-alpha + E",
+        _SCALES_N | _SCALES_D,
+    ),
+    "multiplicative": (
+        multiplicative_form,
+        _DECAY_PARAMS,
+        "L = (A*N^-alpha + B*D^-alpha + E)*(1 + C_P*exp(-P_w/gamma_w))",
+        {},
+    ),
+}
+FORMS = {
+    name: Law(
+        name=f"kumar2024.form_{name}",
+        formula=formula,
+        params=_CHINCHILLA_PARAMS + params,
+        inputs=("N", "D", "P_w"),
+        target="loss",
+        function=function,
+        identified_by={**_FORM_IDENTIFIED, **pinned, **{param.name: ("P_w",) for param in params}},
+        description=f"Kumar et al. 2024 Table 1: the {name.replace('_', ' ')} form of weight training precision.",
+    )
+    for name, (function, params, formula, pinned) in _FORMS.items()
+}
+# Table 1's held-out R² per form; "neff" is NEFF (with activations and KV cache left in high precision).
+PAPER_FORM_R2 = {
+    "neff": 0.82,
+    "additive": 0.71,
+    "effective_data": 0.74,
+    "tied": 0.79,
+    "untied": 0.84,
+    "multiplicative": 0.75,
+}
 
 
 def _tied_fraction(params, P):

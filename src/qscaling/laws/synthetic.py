@@ -80,6 +80,8 @@ def paper_grid(law: Law) -> pd.DataFrame:
         return _kumar_training_grid()
     if name == "kumar2024.unified":
         return _kumar_unified_grid()
+    if name.startswith("kumar2024.form_"):  # Table 1's forms: the weight sweep, its bf16 partners at P_w = 16
+        return _product(N=_KUMAR_SIZES, D=_KUMAR_TOKENS, P_w=(3, 4, 5, 6, 8, 10, 12, 16))
     if name == "chen2025.qat":
         return _product(N=_CHEN_SIZES, D=_CHEN_TOKENS, G=(32, 64, 128, 256))
     if name == "sun2025.capybara":

@@ -144,7 +144,7 @@ def check_rows(law: Law, table: pd.DataFrame) -> None:
     # Where a law takes a log or a power of an input (N^alpha, log2 G), a value outside its domain makes the
     # prediction non-finite or non-positive; the paper's constants are a parameter set known to be sensible.
     with np.errstate(all="ignore"):
-        prediction = law(law.default_paper_params(), table)
+        prediction = law(law.reference_params(), table)
     outside = ~(prediction > 0) | ~np.isfinite(prediction)
     if outside.any():
         row = table.index[np.argmax(outside)]
@@ -157,7 +157,7 @@ def check_rows(law: Law, table: pd.DataFrame) -> None:
             )
         raise ValueError(
             f"row {row} ({_describe(table, row, law.inputs)}): law {law.name} is not finite and > 0 there "
-            "at its paper constants; these inputs are outside its domain"
+            "at its reference constants (the paper's); these inputs are outside its domain"
         )
 
 

@@ -55,11 +55,15 @@ STUDY = "kumar2024_training"
 FULL = "fp32"  # the precision label of every full-precision partner
 FULL_BITS = 32.0  # P_x of a tensor trained in fp32, as the N_eff law reads it
 LAW = "kumar2024.neff"
-PRECISION_PATTERN = re.compile(r"(?:W(\d+))?(?:A(\d+))?(?:KV(\d+))?")
+# A label: terms W, A, KV (in that order), each INT bits ("4") or an FP format ("E3M2"); a one-term label may end in
+# "/tensor" or "/channel", a granularity other than the paper's (the Fig. 13 ablation).
+PRECISION_PATTERN = re.compile(r"(?:W(\d+|E\dM\d))?(?:A(\d+|E\dM\d))?(?:KV(\d+|E\dM\d))?(?:/(tensor|channel))?")
+FP_FORMAT = re.compile(r"E(\d)M(\d)")
 # Per tensor: its training-precision field and its scaling granularity (Kumar et al.'s setup: weights per channel,
 # activations and KV cache per tensor).
 TENSOR_SPECS = {"w": ("weights", "channel"), "a": ("activations", "tensor"), "kv": ("kv", "tensor")}
 JOINT = "joint"  # the `varied` value of a point that quantizes more than one tensor
+MAIN_SWEEPS = ("", "w", "a", "kv", JOINT)  # the paper's setup (INT at its granularities): what the main fits read
 LABELS = ["precision", "P_w", "P_a", "P_kv"]
 DIVERGED_RULE = (
     "a point whose run diverged keeps its row with diverged = True and no loss (a partner that diverged leaves δ "
@@ -77,21 +81,46 @@ UNIFIED_PAPER = LAWS[UNIFIED_LAW].paper_params["table2_assumed_C"]
 AS_TRAINED = "none"  # the method of a PTQ-table row scoring its checkpoint as trained (P_post = inf)
 
 
-def precision_bits(name: str) -> dict[str, int]:
-    """The bits of each tensor a precision label quantizes: "W4A8" → {"w": 4, "a": 8}."""
+def precision_terms(name: str) -> dict[str, tuple[str, str]]:
+    """Each tensor a precision label quantizes → (its format, its granularity): "W4A8" → {"w": ("int4", "channel"),
+    "a": ("int8", "tensor")}, "WE3M2" → {"w": ("fp:e3m2", "channel")}, "W4/tensor" → {"w": ("int4", "tensor")}."""
     match = PRECISION_PATTERN.fullmatch(name) if isinstance(name, str) else None
-    if match is None or not any(match.groups()):
-        raise ValueError(f"precision {name!r} is not W<bits>, A<bits>, KV<bits> or a combination (e.g. W4A8KV8)")
-    return {tensor: int(bits) for tensor, bits in zip(TENSOR_SPECS, match.groups()) if bits is not None}
+    if match is None or not any(match.groups()[:3]):
+        raise ValueError(
+            f"precision {name!r} is not W<bits>, A<bits>, KV<bits> or a combination (e.g. W4A8KV8), each term INT "
+            "bits or an FP format E<e>M<m>, one term optionally /tensor or /channel"
+        )
+    *formats, granularity = match.groups()
+    named = {tensor: value for tensor, value in zip(TENSOR_SPECS, formats) if value is not None}
+    if granularity and len(named) > 1:
+        raise ValueError(f"precision {name!r}: a /{granularity} granularity names one tensor only")
+    terms = {}
+    for tensor, value in named.items():
+        fp = FP_FORMAT.fullmatch(value)
+        kind = f"fp:e{fp[1]}m{fp[2]}" if fp else f"int{value}"
+        terms[tensor] = (kind, granularity or TENSOR_SPECS[tensor][1])
+    if len(terms) > 1 and any(kind.startswith("fp") for kind, _ in terms.values()):
+        raise ValueError(f"precision {name!r}: a joint precision is INT in every tensor")
+    return terms
+
+
+def precision_bits(name: str) -> dict[str, int]:
+    """The bits of each tensor a precision label quantizes (an FP format: 1 + exponent + mantissa bits): "W4A8" →
+    {"w": 4, "a": 8}, "WE3M2" → {"w": 6}."""
+    bits = {}
+    for tensor, (kind, _) in precision_terms(name).items():
+        fp = re.fullmatch(r"fp:e(\d)m(\d)", kind)
+        bits[tensor] = 1 + int(fp[1]) + int(fp[2]) if fp else int(kind.removeprefix("int"))
+    return bits
 
 
 def training_precision(name: str) -> dict:
-    """The training precision of a label: each tensor it names at its bits, symmetric INT at its granularity."""
-    precision = {}
-    for tensor, bits in precision_bits(name).items():
-        field, granularity = TENSOR_SPECS[tensor]
-        precision[field] = f"int{bits}:{granularity}"
-    return precision
+    """The training precision of a label: each tensor it names in its format at its granularity (symmetric INT or
+    FP, absmax-scaled)."""
+    return {
+        TENSOR_SPECS[tensor][0]: f"{kind}:{granularity}"
+        for tensor, (kind, granularity) in precision_terms(name).items()
+    }
 
 
 def law_precisions(name: str) -> dict[str, float]:
@@ -101,11 +130,16 @@ def law_precisions(name: str) -> dict[str, float]:
 
 
 def varied_tensor(name: str) -> str:
-    """Which sweep a precision belongs to: the one tensor it quantizes, JOINT for several, "" for fp32."""
+    """Which sweep a precision belongs to: the one tensor it quantizes (w, a, kv), JOINT for several, "" for fp32;
+    an ablation's sweep adds what it changes: "w_fp" (FP weights), "w_tensor" (INT weights per tensor)."""
     if name == FULL:
         return ""
-    tensors = list(precision_bits(name))
-    return tensors[0] if len(tensors) == 1 else JOINT
+    terms = precision_terms(name)
+    if len(terms) > 1:
+        return JOINT
+    ((tensor, (kind, granularity)),) = terms.items()
+    suffix = "_fp" if kind.startswith("fp") else ""
+    return tensor + suffix + ("" if granularity == TENSOR_SPECS[tensor][1] else f"_{granularity}")
 
 
 def check_config(config: dict) -> None:
@@ -274,10 +308,17 @@ def build_table(rows: pd.DataFrame, settings: dict) -> pd.DataFrame:
     return table.sort_values(["varied", "precision", "N", "D", "seed"]).reset_index(drop=True)
 
 
-def law_rows(table: pd.DataFrame) -> pd.DataFrame:
-    """The points the laws describe: the recipe's seed (seed repeats would weigh their point thrice), trained."""
+def recipe_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """Every point that trained at the recipe's seed (seed repeats would weigh their point thrice), the
+    ablations' (FP weights, other granularities) included."""
     rows = trained(table)
     return rows[rows["seed"] == recipe_seed(table)]
+
+
+def law_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """The points the main laws describe: `recipe_rows` of the paper's INT setup (MAIN_SWEEPS)."""
+    rows = recipe_rows(table)
+    return rows[rows["varied"].isin(MAIN_SWEEPS)]
 
 
 def sweep_rows(rows: pd.DataFrame, varied: str) -> pd.DataFrame:
@@ -286,8 +327,8 @@ def sweep_rows(rows: pd.DataFrame, varied: str) -> pd.DataFrame:
     return rows[rows["varied"].isin([varied, ""])]
 
 
-# name: the sweep it is fitted on (None: every point).
-FITS = {"neff_w": "w", "neff_a": "a", "neff_kv": "kv", "neff_joint": None}
+# name: the sweep it is fitted on (None: every point of the main grid). neff_w_fp: Fig. 16's FP weight fit.
+FITS = {"neff_w": "w", "neff_a": "a", "neff_kv": "kv", "neff_joint": None, "neff_w_fp": "w_fp"}
 
 
 FIT_INPUTS = ("ptq",)  # the fits read the PTQ-after-training table besides the study's own
@@ -300,7 +341,7 @@ def fit_names(settings: dict) -> list[str]:
 def fit_laws(table: pd.DataFrame, settings: dict, ptq: pd.DataFrame | None = None) -> dict:
     """The N_eff law on each marginal sweep and on every point, and the unified law per PTQ method on the PTQ
     table, with CIs from resampling runs and the error on each left-out size."""
-    rows = law_rows(table)
+    rows = recipe_rows(table)
     options = {"bootstrap": settings["bootstrap"], "group_col": "N", "run_col": "run", "seed": 0}
     fits = {name: _fit_sweep(rows, varied, **options) for name, varied in FITS.items()}
     for method in settings["ptq"]["methods"]:
@@ -340,7 +381,7 @@ def _fit_sweep(rows: pd.DataFrame, varied: str | None, **options):
     constant factor the law's A absorbs."""
     from qscaling.laws.table import constant_inputs, unidentifiable
 
-    selected = rows if varied is None else sweep_rows(rows, varied)
+    selected = rows[rows["varied"].isin(MAIN_SWEEPS)] if varied is None else sweep_rows(rows, varied)
     if not (selected["varied"] != "").any():
         return f"{LAW}: no trained point quantizes {'any tensor' if varied is None else f'{varied} alone'}"
     fixed = {param: PAPER[param] for param in unidentifiable(LAWS[LAW], constant_inputs(LAWS[LAW], selected))}
@@ -351,11 +392,58 @@ def _fit_sweep(rows: pd.DataFrame, varied: str | None, **options):
     return try_fit(LAW, selected, fixed=fixed or None, **options)
 
 
-FIT_TABLES = ("optimal_precision",)
+FIT_TABLES = ("optimal_precision", "forms")
 
 
 def fit_tables(table: pd.DataFrame, settings: dict, ptq: pd.DataFrame | None = None) -> dict:
-    return {"optimal_precision": optimal_precision_draws(table, settings["bootstrap"])}
+    return {"optimal_precision": optimal_precision_draws(table, settings["bootstrap"]), "forms": form_comparison(table)}
+
+
+FORM_COLUMNS = ["form", "law", "paper_heldout_r2", "heldout_r2", "heldout_r2_delta", "r2", "points", "folds", "at_bound",
+                "error"]  # fmt: skip
+
+
+def form_comparison(table: pd.DataFrame) -> pd.DataFrame:
+    """Table 1: each functional form of weight training precision fitted on the weight sweep and its partners, and
+    its held-out R²: every (N, D) cell left out in turn, its points predicted by the form refitted on the others
+    (started from the full fit), R² of those predictions pooled; `heldout_r2_delta` the same for the precision
+    effect alone, δ = loss − the partner's loss, predicted as the form at P_w less the form at FULL_BITS (the size
+    and data terms, which every form shares, dominate the loss's own spread). A form that cannot be fitted keeps
+    its row, with the reason in `error`."""
+    rows = sweep_rows(law_rows(table), "w").reset_index(drop=True)
+    cells = sorted(set(zip(rows["N"], rows["D"])))
+    forms = {"neff": LAWS[LAW], **law.FORMS}
+    out = []
+    for name, form in forms.items():
+        record = {"form": name, "law": form.name, "paper_heldout_r2": law.PAPER_FORM_R2[name], "points": len(rows),
+                  "folds": len(cells), "heldout_r2": math.nan, "r2": math.nan, "at_bound": "", "error": ""}  # fmt: skip
+        # The N_eff law's γ_x, n_x of the activations and KV cache stay Table 2's: this sweep never quantizes them.
+        fixed = {param: PAPER[param] for param in PAPER if param.endswith(("_a", "_kv"))} if form is LAWS[LAW] else None
+        full = try_fit(form.name, rows, fixed=fixed, bootstrap=0, group_col=None) if len(cells) >= 2 else "one cell"
+        if isinstance(full, str):
+            out.append({**record, "error": full})
+            continue
+        predicted, predicted_delta = np.full(len(rows), np.nan), np.full(len(rows), np.nan)
+        for cell in cells:
+            held_out = (rows["N"] == cell[0]).to_numpy() & (rows["D"] == cell[1]).to_numpy()
+            refit = try_fit(form.name, rows[~held_out], fixed=fixed, starts=[full.params], bootstrap=0, group_col=None)
+            if not isinstance(refit, str):
+                predicted[held_out] = refit.predict(rows[held_out])
+                predicted_delta[held_out] = predicted[held_out] - refit.predict(rows[held_out].assign(P_w=FULL_BITS))
+        quantized = (rows["varied"] != "").to_numpy()
+        bound = [param for param in form.param_names if not full.held_fixed(param) and full.at_bound(param)]
+        out.append({**record, "heldout_r2": _r_squared(rows["loss"], predicted), "r2": full.r2,
+                    "heldout_r2_delta": _r_squared(rows["delta"][quantized], predicted_delta[quantized]),
+                    "at_bound": ", ".join(bound)})  # fmt: skip
+    return pd.DataFrame(out, columns=FORM_COLUMNS)
+
+
+def _r_squared(measured, predicted) -> float:
+    """1 − SSE/SST over the rows with a prediction (NaN where they do not vary)."""
+    measured, predicted = np.asarray(measured, float), np.asarray(predicted, float)
+    scored = np.isfinite(predicted) & np.isfinite(measured)
+    spread = np.sum((measured[scored] - measured[scored].mean()) ** 2)
+    return float(1 - np.sum((measured[scored] - predicted[scored]) ** 2) / spread) if spread > 0 else math.nan
 
 
 def optimal_precision(params: dict, offsets: bool = True) -> float:
