@@ -70,6 +70,16 @@ def test_each_law_is_recovered_from_a_table_of_its_paper_constants(tmp_path, nam
     assert not outside, outside
 
 
+def test_a_law_without_paper_constants_cannot_hold_what_a_constant_input_leaves_unpinned(tmp_path, capsys):
+    law = LAWS["kumar2024.form_additive"]
+    grid = paper_grid(law)
+    table = synthetic_table(law, _truth(law), grid[grid["N"] == grid["N"].min()], NOISE, seed=0)
+    path = _write(table, tmp_path / "one_size.csv")
+    code = main(["laws", "fit", law.name, "--table", str(path), *FAST, "--out", str(tmp_path / "fit.json")])
+    assert code == 2 and not (tmp_path / "fit.json").exists()
+    assert "kumar2024.form_additive has no paper constants to hold A (input 'N' constant)" in capsys.readouterr().err
+
+
 def test_the_unified_law_reproduces_a_noise_free_table(tmp_path):
     """Its 19 parameters are not all pinned by the paper's grid even without noise (test_laws leaves its coverage
     to the benchmark), so the fit is checked by what it predicts: the table, to 1 % (16 starts stop short of the exact optimum)."""
