@@ -291,10 +291,24 @@ def test_the_smoke_workflow_builds_the_studys_figures_fits_and_claims(smoke_run)
     every fit made, the claims computed from them."""
     from qscaling.figures import load_figure_inputs
 
-    for name in ("fig4", "fig5", "fig7", "fig20"):
+    for name in (
+        "fig3",
+        "fig4",
+        "fig5",
+        "fig6",
+        "fig7",
+        "fig13",
+        "fig15",
+        "fig16",
+        "fig17",
+        "fig20",
+        "fig21",
+        "table1",
+    ):
         assert (smoke_run / "figures" / "kumar2024" / f"{name}.png").read_bytes()[:4] == b"\x89PNG", name
     table = pd.read_parquet(smoke_run / "results" / "tables" / f"{study.STUDY}.parquet")
-    assert set(table["varied"]) == {"", "w", "a", "kv", study.JOINT}
+    # The main sweeps, and the two ablations: INT weights per tensor, FP weights.
+    assert set(table["varied"]) == {"", "w", "a", "kv", study.JOINT, "w_tensor", "w_fp"}
     quantized = table[table["varied"] != ""]
     assert (quantized["windows"] > 0).all() and quantized["delta"].notna().all()
     ptq = pd.read_parquet(smoke_run / "results" / "tables" / f"{study.STUDY}_ptq.parquet")
