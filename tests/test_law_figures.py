@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from qscaling.cli import main
@@ -62,7 +63,7 @@ def test_fit_overlay_changes_the_figure(capybara_fit, tmp_path):
     overlay = save_figure(sun2025.fig6({}, {"capybara": capybara_fit}), tmp_path / "both.png").read_bytes()
     assert paper_only != overlay
     with pytest.raises(ValueError, match="fit for 'sun2025.capybara' passed where a fit of 'kumar2024.neff'"):
-        kumar2024.fig3_left({}, {"neff": capybara_fit})
+        kumar2024.fig3_left({}, {"neff_joint": capybara_fit})
 
 
 @pytest.mark.slow
@@ -93,3 +94,41 @@ def test_laws_show_prints_params_and_derived_quantities(capsys, capybara_fit, tm
     assert main(["laws", "show", "chen2025.qat", "--variant", "W5A5"]) == 2
     assert "--variant 'W5A5' unknown for chen2025.qat; valid: W4A4" in capsys.readouterr().err
     assert main(["laws", "show", "kumar2024.neff", "--params", str(path)]) == 2
+
+
+@pytest.fixture(scope="module")
+def neff_fit():
+    """A kumar2024.neff fit whose γ_x, n_x are not Table 2's, n_kv on its upper bound."""
+    law = LAWS["kumar2024.neff"]
+    truth = {**law.default_paper_params(), "gamma_w": 1.5, "n_w": 1.0, "gamma_a": 3.0, "n_a": 0.5, "n_kv": 5.0}
+    table = synthetic_table(law, truth, paper_grid(law), 0.0, seed=0)
+    return fit(law, table, starts=[truth], bootstrap=0)
+
+
+def test_kumar_law_figures_overlay_table_2_with_this_runs_sensitivities(neff_fit):
+    from qscaling.figures import figure_data
+    from qscaling.laws import kumar2024 as law
+
+    paper = LAWS["kumar2024.neff"].default_paper_params()
+    ours = {**paper, **{name: neff_fit.params[name] for name in kumar2024._SENSITIVITIES}}
+    record = figure_data(kumar2024.fig3_left({}, {"neff_joint": neff_fit}))
+    [axes] = record["axes"]
+    # Four curves from Table 2 (w, a, kv, tied), then the same four with this run's γ_x, n_x.
+    lines = axes["lines"]
+    assert len(lines) == 8
+    assert lines[4]["y"] == pytest.approx(law.precision_fraction(ours, np.array(lines[4]["x"]), "w"))
+    assert lines[0]["y"] == pytest.approx(law.precision_fraction(paper, np.array(lines[0]["x"]), "w"))
+    assert (
+        "this run's γ_x, n_x (neff_joint: gamma_w 1.5" in record["texts"][0] and "n_kv at bound" in record["texts"][0]
+    )
+    # P*(D) per size: Table 2's three curves, then this run's; with n_kv = 5 no optimum lies below 4.8 bits, and
+    # where the solver finds none the curve has a gap.
+    record = figure_data(kumar2024.fig6_right({}, {"neff_joint": neff_fit}))
+    curves = [line for line in record["axes"][0]["lines"] if len(line["x"]) == 60]
+    assert len(curves) == 6
+    for line, N in zip(curves[3:], (1e9, 8e9, 70e9)):
+        expected = [kumar2024._or_nan(law.fixed_size_optimal_precision, ours, N, D) for D in line["x"]]
+        assert [np.nan if value is None else value for value in line["y"]] == pytest.approx(expected, nan_ok=True)
+        assert all(value is None or value > ours["gamma_kv"] * ours["n_kv"] for value in line["y"])
+    record = figure_data(kumar2024.fig9({}, {"neff_joint": neff_fit}))
+    assert len(record["axes"][0]["lines"]) == 6  # P* against cost at three serving loads, Table 2's and ours

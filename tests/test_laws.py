@@ -43,6 +43,12 @@ def test_kumar_inference_optimum_without_serving_is_the_joint_optimum():
     P, N, D = kumar2024.inference_aware_optimum(KUMAR, 1e23, served_tokens=0.0)
     assert pytest.approx(kumar2024.compute_optimal_precision(KUMAR), abs=0.01) == P
     assert pytest.approx(1e23, rel=1e-9) == kumar2024.COMPUTE_PER_BIT * N * D * P
+    # Sensitivities so small that the fewest bits win: no interior optimum; offsets so large that nothing is left
+    # below 32 bits: no range to search.
+    with pytest.raises(ValueError, match="the optimum lies on the search range's end"):
+        kumar2024.inference_aware_optimum({**KUMAR, "n_w": -3.0, "n_a": -3.0, "n_kv": -3.0}, 1e23, served_tokens=0.0)
+    with pytest.raises(ValueError, match="no precision to search"):
+        kumar2024.inference_aware_optimum({**KUMAR, "gamma_w": 20.0, "n_w": 5.0}, 1e23, served_tokens=0.0)
 
 
 def test_kumar_ptq_critical_data_size_is_the_minimum_of_post_quantization_loss():

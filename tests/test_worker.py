@@ -192,7 +192,7 @@ def test_snakemake_hands_a_one_thread_job_to_the_worker_and_runs_a_two_thread_jo
 
 
 def test_bench_dag_runs_the_workflow_both_ways_and_compares_their_artifacts():
-    command = [sys.executable, "-m", "qscaling.cli", "bench", "dag", "figures/kumar2024/fig9.png"]
+    command = [sys.executable, "-m", "qscaling.cli", "bench", "dag", "figures/ouyang2024/fig13.png"]
     result = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     lines = result.stdout.splitlines()

@@ -1,26 +1,57 @@
-"""Kumar et al. 2024 figures. Law-only ones draw Table 2's constants and, given `fits["neff"]` (a
-kumar2024.neff fit), this run's fit."""
+"""Kumar et al. 2024 figures. Law-only ones draw Table 2's constants and, where the training-precision study runs,
+Table 2 with this run's precision sensitivities γ_x, n_x (`fits["neff_joint"]`) in place of its own."""
+
+import math
 
 import numpy as np
 import seaborn as sns
 
 from qscaling.figures import add_footer, figure, new_figure
-from qscaling.laws import LAWS, compare_sources
+from qscaling.laws import LAWS
 from qscaling.laws import kumar2024 as law
 from qscaling.studies.kumar2024 import critical_tokens, fit_rows, schedule_ratio
 
 _STYLE = {"paper": "-", "this run": "--"}
 _PTQ_PAPER = law.PTQ.paper_params["table2"]
+_NEFF_PAPER = LAWS["kumar2024.neff"].default_paper_params()
 _LLAMA3 = {"Llama-3 8B": (8e9, 15e12), "Llama-3 70B": (70e9, 15e12)}  # ~15T training tokens (Meta, 2024)
+_JOINT_FIT = "kumar2024_training/neff_joint"
+_SENSITIVITIES = [f"{name}_{tensor}" for tensor in law.TENSORS for name in ("gamma", "n")]
+_GAPS = "; gaps in a dashed curve: no optimum between the lowest precision its γ_x, n_x allow and 64 bits"
 
 
 def _sources(fits):
-    fit = fits.get("neff")
-    note = "Constants: Kumar et al. 2024, Table 2" + ("; dashed: this run's fit" if fit else "")
-    return compare_sources(LAWS["kumar2024.neff"], fit), note
+    """[(label, params)]: Table 2, then Table 2 with this run's joint fit's γ_x, n_x — the scale-free part of the
+    law: its A, B, α, E come from models of ≤ 10⁵ parameters and are not carried to these N and D — and the note
+    that says so, flagging each γ_x, n_x the fit held at Table 2's value or left on a bound."""
+    fit = fits.get("neff_joint")
+    if fit is None:
+        return [("paper", dict(_NEFF_PAPER))], "Constants: Kumar et al. 2024, Table 2"
+    if fit.law.name != "kumar2024.neff":
+        raise ValueError(f"fit for {fit.law.name!r} passed where a fit of 'kumar2024.neff' was expected")
+    ours = {**_NEFF_PAPER, **{name: fit.params[name] for name in _SENSITIVITIES}}
+    flags = [f"{name} {'held' if fit.held_fixed(name) else 'at bound'}" for name in _SENSITIVITIES
+             if fit.held_fixed(name) or fit.at_bound(name)]  # fmt: skip
+    fitted = ", ".join(f"{name} {fit.params[name]:.3g}" for name in _SENSITIVITIES)
+    note = (
+        "Solid: Kumar et al. 2024, Table 2; dashed: Table 2's A, B, α, E with this run's γ_x, n_x (neff_joint: "
+        f"{fitted}{'; ' + ', '.join(flags) if flags else ''}"
+        f"{'; ill-conditioned fit' if fit.ill_conditioned else ''})"
+    )
+    return [("paper", dict(_NEFF_PAPER)), ("this run", ours)], note
 
 
-@figure(law_only=True)
+def _or_nan(function, *args) -> float:
+    """A derived optimum, NaN where the parameters give none (the solver's bracket holds no root) or it lies at
+    the solver's 64-bit ceiling."""
+    try:
+        value = float(function(*args))
+    except ValueError:
+        return math.nan
+    return value if math.isfinite(value) and value < 64.0 else math.nan
+
+
+@figure(law_only=True, fits=_JOINT_FIT)
 def fig3_left(tables, fits):
     """N_eff/N against bits for weights, activations, KV cache, and all three at once (tied)."""
     sources, note = _sources(fits)
@@ -43,7 +74,7 @@ def fig3_left(tables, fits):
     return fig
 
 
-@figure(law_only=True)
+@figure(law_only=True, fits=_JOINT_FIT)
 def fig6_right(tables, fits, sizes=(1e9, 8e9, 70e9)):
     """Compute-optimal training precision P*(D) for a fixed model size; the joint optimum is flat at P*."""
     sources, note = _sources(fits)
@@ -52,12 +83,16 @@ def fig6_right(tables, fits, sizes=(1e9, 8e9, 70e9)):
     tokens = np.logspace(9, 14, 60)
     for label, params in sources:
         for color, N in zip(sns.color_palette(), sizes):
-            optimum = [law.fixed_size_optimal_precision(params, N, D) for D in tokens]
+            optimum = [_or_nan(law.fixed_size_optimal_precision, params, N, D) for D in tokens]
             ax.plot(tokens, optimum, _STYLE[label], color=color, label=f"N = {N:.0e}" if label == "paper" else None)
-        ax.axhline(law.compute_optimal_precision(params), color="k", ls=_STYLE[label], lw=0.8)
+        star = _or_nan(law.compute_optimal_precision, params)
+        if math.isfinite(star):
+            ax.axhline(star, color="k", ls=_STYLE[label], lw=0.8)
         for name, (N, D) in _LLAMA3.items():
-            ax.plot(D, law.fixed_size_optimal_precision(params, N, D), "*", color="k", ms=8)
-            ax.annotate(name, (D, law.fixed_size_optimal_precision(params, N, D)), fontsize=6, ha="right", va="bottom")
+            optimum = _or_nan(law.fixed_size_optimal_precision, params, N, D)
+            if math.isfinite(optimum):
+                ax.plot(D, optimum, "*", color="k", ms=8)
+                ax.annotate(name, (D, optimum), fontsize=6, ha="right", va="bottom")
     ax.set(
         xscale="log",
         xlabel="training tokens D",
@@ -65,11 +100,20 @@ def fig6_right(tables, fits, sizes=(1e9, 8e9, 70e9)):
         title="P* for fixed N (black line: N, D, P all free)",
     )
     ax.legend(fontsize=7)
-    add_footer(fig, note)
+    add_footer(fig, note + (_GAPS if len(sources) > 1 else ""))
     return fig
 
 
-@figure(law_only=True)
+def _inference_optimum(params, cost, served_tokens) -> tuple[float, float, float]:
+    """`law.inference_aware_optimum`, NaNs where the parameters give no interior optimum (no precision range to
+    search, or the optimum on the range's end)."""
+    try:
+        return law.inference_aware_optimum(params, cost, served_tokens)
+    except ValueError:
+        return (math.nan,) * 3
+
+
+@figure(law_only=True, fits=_JOINT_FIT)
 def fig9(tables, fits, served=(0.0, 1e12, 1e13)):
     """Optimal P*, N*, D* against total cost when serving tokens is part of the cost (assumed cost model)."""
     sources, note = _sources(fits)
@@ -77,7 +121,7 @@ def fig9(tables, fits, served=(0.0, 1e12, 1e13)):
     costs = np.logspace(21, 27, 13)
     for label, params in sources:
         for color, served_tokens in zip(sns.color_palette(), served):
-            optima = np.array([law.inference_aware_optimum(params, c, served_tokens) for c in costs])
+            optima = np.array([_inference_optimum(params, c, served_tokens) for c in costs])
             for ax, column in zip(axes[0], optima.T):
                 ax.plot(
                     costs,
@@ -90,7 +134,11 @@ def fig9(tables, fits, served=(0.0, 1e12, 1e13)):
         ax.set(xscale="log", yscale="log", xlabel="total cost (FLOP-equivalents)", ylabel=name)
     axes[0][0].legend(fontsize=6, loc="upper left")
     fig.suptitle("Optimum with inference cost")
-    add_footer(fig, note + "; assumed cost: (6/16)·N·D·P training + 2·N per token served in 16 bits")
+    add_footer(
+        fig,
+        note + (_GAPS if len(sources) > 1 else "") + "; assumed cost: (6/16)·N·D·P training + 2·N per token served "
+        "in 16 bits",
+    )
     return fig
 
 

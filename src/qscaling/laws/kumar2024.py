@@ -338,11 +338,15 @@ def inference_aware_optimum(params, cost, served_tokens, serving_bits=16) -> tup
         )
         return found.fun, math.exp(found.x)
 
-    low = _lowest_precision(params) + 0.05
+    low, high = _lowest_precision(params) + 0.05, 32.0
+    if not low < high:
+        raise ValueError(f"no precision to search: some f_x ≤ 0 below {low - 0.05:.3g} bits")
     found = minimize_scalar(
-        lambda P: best_for_precision(P)[0], bounds=(low, 32.0), method="bounded", options={"xatol": 1e-7}
+        lambda P: best_for_precision(P)[0], bounds=(low, high), method="bounded", options={"xatol": 1e-7}
     )
     P = float(found.x)
+    if min(P - low, high - P) < 1e-3:
+        raise ValueError(f"the optimum lies on the search range's end ({P:.3g} bits of [{low:.3g}, {high:g}])")
     N = best_for_precision(P)[1]
     return P, N, tokens(N, P)
 
