@@ -1,4 +1,4 @@
-"""Kumar et al. 2024's training-precision figures 3, 6, 13, 15, 16, 17, 21 and Table 1: what each draws from synthetic tables whose
+"""Kumar et al. 2024's training-precision figures 1 (right), 3, 6, 13, 15, 16, 17, 21 and Table 1: what each draws from synthetic tables whose
 losses follow the N_eff law exactly, what it says where an input is missing, and that each renders from the
 committed smoke reference."""
 
@@ -18,7 +18,7 @@ from qscaling.laws import LAWS
 from qscaling.laws import kumar2024 as law
 from qscaling.studies import kumar2024_training as study
 
-NEW = ("fig3", "fig6", "fig13", "fig15", "fig16", "fig17", "fig21", "table1")
+NEW = ("fig1_right", "fig3", "fig6", "fig13", "fig15", "fig16", "fig17", "fig21", "table1")
 SMOKE = REPO_ROOT / "reference" / "smoke" / "results"
 
 
@@ -286,3 +286,42 @@ def test_table1_shows_each_form_beside_the_papers_r2_and_says_what_sits_on_a_bou
     assert cells[6:12] == ["N_eff (Eq. 3)", "0.82", "0.500", "0.250", "0.900", "—"]
     assert cells[12:] == ["untied N_eff + D_eff", "0.84", "—", "—", "—", "too few points"]
     assert "4 (N, D) cells, 12 points" in record["texts"][0]
+
+
+def test_compute_matched_families_pair_points_of_equal_n_times_p_at_one_budget():
+    rows = pd.DataFrame(
+        {"N": [1000, 2000, 4000, 1000, 2100, 1000, 2000], "D": [10, 10, 10, 10, 10, 20, 20],
+         "P_w": [32.0, 8.0, 4.0, 8.0, 4.0, 32.0, 3.0], "varied": ["", "w", "w", "w", "w", "", "w"],
+         "budget": [10, 10, 10, 10, 10, 20, 20], "loss": [3.0, 2.9, 2.8, 3.1, 3.05, 2.5, 2.6]}
+    )  # fmt: skip
+    families = figures.compute_matched_families(rows)
+    # At D 10: N·P 16k (fp32 at 16 bits, 8 bits at 2k, 4 bits at 4k) and 8k, 8.4k (8 bits at 1k, 4 bits at 2.1k:
+    # within 10 %); at D 20, 16k and 6k share no family.
+    assert sorted(families.groupby(["D", "family"])["P"].apply(sorted).items()) == [
+        ((10, 8000.0), [4.0, 8.0]), ((10, 16000.0), [4.0, 8.0, 16.0])
+    ]  # fmt: skip
+
+
+def test_fig1_right_draws_each_family_with_the_fit_along_n_equal_c_over_p(exact):
+    tables, fits = exact
+    record = figure_data(figures.fig1_right(tables, fits))
+    families = figures.compute_matched_families(study.law_rows(tables["evals"]))
+    assert [axes["title"] for axes in record["axes"]] == [
+        f"D = {figures.compact_number(budget)} tokens" for budget in sorted(families["budget"].unique())
+    ]
+    first = record["axes"][0]
+    measured = [line for line in first["lines"] if line["label"].startswith("N·P")]
+    budget = families[families["D"] == families["D"].min()]
+    assert len(measured) == budget["family"].nunique()
+    for line in measured:
+        family = budget[budget["family"].map(figures.compact_number).radd("N·P ≈ ") == line["label"]].sort_values("P")
+        assert line["x"] == family["P"].tolist() and line["y"] == pytest.approx(family["loss"].tolist())
+    # The fit is exact: at each measured quantized point its dashed curve passes through the loss (the fp32
+    # partner's point sits at P = 16 for compute, the law's P_w = 32 for its loss).
+    dashed = [line for line in first["lines"] if not line["label"].startswith("N·P")]
+    for line, (_, family) in zip(dashed, budget.groupby("family")):
+        bits = np.array(line["x"])
+        full = np.full_like(bits, 32.0)
+        at = {"N": family["family"].iloc[0] / bits, "D": np.full_like(bits, family["D"].iloc[0]), "P_w": bits,
+              "P_a": full, "P_kv": full}  # fmt: skip
+        assert line["y"] == pytest.approx(fits["neff_w"].predict(at))

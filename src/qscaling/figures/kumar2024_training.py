@@ -698,3 +698,66 @@ def table1(tables, fits):
         "δ: loss less the partner's, the precision effect alone. The paper's R² are on its 30M–220M runs.",
     )
     return fig
+
+
+UNQUANTIZED_BITS = 16.0  # what an fp32 partner costs per parameter in C = (6/16)·N·D·P: the paper's bf16 baseline
+COMPUTE_MATCH = 0.1  # the widest relative spread of N·P within one compute-matched family
+
+
+def compute_matched_families(rows: pd.DataFrame) -> pd.DataFrame:
+    """The weight sweep's points and fp32 partners (at UNQUANTIZED_BITS) grouped, per D, into families of equal
+    training compute N·P (within COMPUTE_MATCH of the family's cheapest): columns `P`, `compute` and `family`
+    (the cheapest member's N·P); only families of two or more precisions are kept."""
+    points = rows[rows["varied"].isin(["w", ""])]
+    points = points.assign(P=points["P_w"].where(points["varied"] == "w", UNQUANTIZED_BITS))
+    points = points.assign(compute=points["N"] * points["P"]).sort_values(["D", "compute"])
+    family, start, previous_D = [], math.nan, None
+    for D, compute in zip(points["D"], points["compute"]):  # sorted by D, then compute: a family opens at its cheapest
+        if previous_D != D or compute > start * (1 + COMPUTE_MATCH):
+            start, previous_D = compute, D
+        family.append(start)
+    matched = points.assign(family=np.array(family, dtype=float))
+    precisions = matched.groupby(["D", "family"])["P"].transform("nunique")
+    return matched[precisions >= 2].reset_index(drop=True)
+
+
+@figure(tables=STUDY_TABLES, fits=f"{study.STUDY}/neff_w")
+def fig1_right(tables, fits):
+    """Compute-matched models (Kumar Fig. 1 right): at each D, models of equal N·P — more parameters at fewer weight
+    bits — with their measured losses, and the weight sweep's fit along N = C/P."""
+    families = compute_matched_families(_law_rows(tables))
+    budgets = sorted(families["D"].unique())
+    fig, axes = new_figure(max(len(budgets), 1), 1, width=3.8, height=3.4)
+    fit = fits.get("neff_w")
+    if not budgets:
+        no_points(axes[0][0], "no compute-matched family")
+    for ax, D in zip(axes[0], budgets):
+        at_budget = families[families["D"] == D]
+        keys = sorted(at_budget["family"].unique())
+        for colour, key in zip(series_palette("viridis", len(keys)), keys):
+            family = at_budget[at_budget["family"] == key].sort_values("P")
+            ax.plot(family["P"], family["loss"], "o-", color=colour, ms=4, label=f"N·P ≈ {compact_number(key)}")
+            for _, point in family.iterrows():
+                ax.annotate(f"N {compact_number(point['N'])}", (point["P"], point["loss"]), fontsize=5,
+                            xytext=(3, 3), textcoords="offset points")  # fmt: skip
+            if fit is not None:
+                bits = np.geomspace(family["P"].min(), family["P"].max(), 30)
+                full = np.full_like(bits, study.FULL_BITS)
+                at = {"N": key / bits, "D": np.full_like(bits, D), "P_w": bits, "P_a": full, "P_kv": full}
+                ax.plot(bits, fit.predict(at), "--", color=colour, lw=0.8)
+        budget = at_budget["budget"].iloc[0]
+        ax.set(xscale="log", xlabel="weight precision P (bits)", ylabel="held-out loss (nats/token)",
+               title=f"D = {compact_number(budget)} tokens")  # fmt: skip
+        ticks = sorted(at_budget["P"].unique())
+        ax.set_xticks(ticks, labels=[f"{bits:g}" for bits in ticks])
+        ax.minorticks_off()
+        ax.legend(fontsize=6)
+    add_footer(
+        fig,
+        f"Families: the weight sweep's points and fp32 partners at one D whose N·P agree within {COMPUTE_MATCH:.0%} "
+        "(training compute C = (6/16)·N·D·P, an fp32 partner counted at P = 16, the paper's bf16 baseline); each point "
+        f"is labelled with its N. Dashed: this run's neff_w fit along N = C/P ({_fit_text(fit, 'w')}). The paper's "
+        "message: at equal compute, more parameters at fewer bits can beat fewer at more. Separately trained "
+        "models also differ by σ_seed (claims table).",
+    )
+    return fig
