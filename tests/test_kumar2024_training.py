@@ -299,6 +299,7 @@ def test_the_smoke_workflow_builds_the_studys_figures_fits_and_claims(smoke_run)
         "fig6",
         "fig7",
         "fig13",
+        "fig14",
         "fig15",
         "fig16",
         "fig17",

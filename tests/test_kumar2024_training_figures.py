@@ -1,4 +1,4 @@
-"""Kumar et al. 2024's training-precision figures 1 (right), 3, 6, 13, 15, 16, 17, 21 and Table 1: what each draws from synthetic tables whose
+"""Kumar et al. 2024's training-precision figures 1 (right), 3, 6, 13, 14, 15, 16, 17, 21 and Table 1: what each draws from synthetic tables whose
 losses follow the N_eff law exactly, what it says where an input is missing, and that each renders from the
 committed smoke reference."""
 
@@ -18,7 +18,7 @@ from qscaling.laws import LAWS
 from qscaling.laws import kumar2024 as law
 from qscaling.studies import kumar2024_training as study
 
-NEW = ("fig1_right", "fig3", "fig6", "fig13", "fig15", "fig16", "fig17", "fig21", "table1")
+NEW = ("fig1_right", "fig3", "fig6", "fig13", "fig14", "fig15", "fig16", "fig17", "fig21", "table1")
 SMOKE = REPO_ROOT / "reference" / "smoke" / "results"
 
 
@@ -325,3 +325,23 @@ def test_fig1_right_draws_each_family_with_the_fit_along_n_equal_c_over_p(exact)
         at = {"N": family["family"].iloc[0] / bits, "D": np.full_like(bits, family["D"].iloc[0]), "P_w": bits,
               "P_a": full, "P_kv": full}  # fmt: skip
         assert line["y"] == pytest.approx(fits["neff_w"].predict(at))
+
+
+def test_fig14_draws_every_swept_tensor_of_each_cell_on_one_axis_with_its_fit(exact):
+    tables, fits = exact
+    record = figure_data(figures.fig14(tables, fits))
+    rows = study.law_rows(tables["evals"])
+    # Every (N, D) of the synthetic grid sweeps all three tensors.
+    assert len(record["axes"]) == len(SIZES) * 3
+    first = record["axes"][0]
+    assert first["title"] == "N 20k, D 250k tokens"
+    assert first["legend"] == ["fp32 partner", "weights", "activations", "KV cache"]
+    measured, fitted = first["lines"][0:6:2], first["lines"][1:6:2]
+    for line, curve, tensor in zip(measured, fitted, ("w", "a", "kv")):
+        sweep = rows[(rows["N"] == SIZES["N1"]) & (rows["D"] == 250_000) & (rows["varied"] == tensor)]
+        assert line["x"] == sorted(sweep[f"P_{tensor}"]) and line["y"] == pytest.approx(
+            sweep.sort_values(f"P_{tensor}")["loss"].tolist()
+        )
+        bits = np.array(curve["x"])
+        at = {"N": SIZES["N1"], "D": 250_000, "P_w": 32.0, "P_a": 32.0, "P_kv": 32.0, f"P_{tensor}": bits}
+        assert curve["y"] == pytest.approx(law.training_precision_loss(fits[f"neff_{tensor}"].params, at), rel=1e-9)

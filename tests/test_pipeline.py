@@ -33,7 +33,7 @@ def test_smoke_run_builds_every_study_figure_and_the_claims(smoke_run):
         "ouyang2024/table1",
         *(f"sun2025/fig{n}" for n in (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14)),
         "sun2025/table2",
-        *(f"kumar2024/fig{n}" for n in (3, 4, 5, 6, 7, 13, 15, 16, 17, 20, 21, "1_right")),
+        *(f"kumar2024/fig{n}" for n in (3, 4, 5, 6, 7, 13, 14, 15, 16, 17, 20, 21, "1_right")),
         "kumar2024/table1",
         *(
             f"chen2025/{name}"

@@ -761,3 +761,40 @@ def fig1_right(tables, fits):
         "models also differ by σ_seed (claims table).",
     )
     return fig
+
+
+@figure(tables=STUDY_TABLES, fits=study.STUDY)
+def fig14(tables, fits):
+    """L(P) sweeps side by side (Kumar Fig. 14): per (N, D) where two or more tensors were swept, the loss against
+    each tensor's training precision with the others in fp32, and each marginal fit's curve."""
+    rows = _law_rows(tables)
+    swept = rows[rows["varied"].isin(TENSOR_NAMES)]
+    cells = sorted(key for key, group in swept.groupby(["N", "D"]) if group["varied"].nunique() >= 2)
+    fig, axes = new_figure(max(len(cells), 1), 1, width=3.8, height=3.4, sharey=False)
+    if not cells:
+        no_points(axes[0][0], "no (N, D) with two tensors swept")
+    for ax, (N, D) in zip(axes[0], cells):
+        for colour, (tensor, name) in zip(sns.color_palette(), TENSOR_NAMES.items()):
+            column, fit = f"P_{tensor}", fits.get(f"neff_{tensor}")
+            points = swept[(swept["N"] == N) & (swept["D"] == D) & (swept["varied"] == tensor)].sort_values(column)
+            if points.empty:
+                continue
+            ax.errorbar(points[column], points["loss"], yerr=2 * points["loss_se"], fmt="o", ms=4, color=colour,
+                        label=name)  # fmt: skip
+            if fit is not None:
+                bits = np.linspace(points[column].min(), points[column].max(), 40)
+                full = {f"P_{other}": np.full_like(bits, study.FULL_BITS) for other in study.TENSOR_SPECS}
+                at = {"N": np.full_like(bits, N), "D": np.full_like(bits, D), **full, column: bits}
+                ax.plot(bits, fit.predict(at), "--", color=colour, lw=1)
+        _partner_line(ax, rows, N, D)
+        ax.set(xlabel="training precision of the swept tensor (bits)", ylabel="held-out loss (nats/token)")
+        ax.set_title(f"N {compact_number(N)}, D {compact_number(rows.loc[rows['D'] == D, 'budget'].iloc[0])} tokens")
+        ax.legend(fontsize=6)
+    notes = "; ".join(f"{tensor}: {_fit_text(fits.get(f'neff_{tensor}'), tensor)}" for tensor in TENSOR_NAMES)
+    add_footer(
+        fig,
+        "Each tensor's sweep with the other two in fp32, at the recipe seed; dotted: the fp32 partner; dashed: "
+        f"that tensor's marginal N_eff fit. Fits: {notes}. The paper's message: activations and the KV cache cost "
+        f"more loss than weights at the same low precision. {NOISE_NOTE}",
+    )
+    return fig
