@@ -33,3 +33,7 @@ def test_the_plan_command_prints_the_reuse_ratio():
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.startswith("smoke: ") and "compute reuse " in result.stdout
+    # Every row's columns line up under the header, the longest study name included.
+    header, *rows = result.stdout.splitlines()[1:-1]
+    assert {row.index(row.split()[-1]) + len(row.split()[-1]) for row in rows} == {len(header)}
+    assert any(row.startswith("kumar2024_training ") for row in rows)

@@ -192,13 +192,14 @@ def run(args) -> int:
     branches = sum(1 for plan in planner.runs.values() if plan.spec.cooldown)
     print(f"{args.scale}: {len(planner.runs)} runs ({len(planner.runs) - branches} from scratch, {branches} cooldown "
           f"branches), {len(planner.hub_runs)} imported")  # fmt: skip
-    print(f"{'':<16} {'checkpoints':>11} {'own runs':>8} {'tokens they train':>18}")
     *studies, total = compute_reuse(planner, checkpoints)
+    width = max(len("shared by several"), *(len(row["study"]) for row in studies))
+    print(f"{'':<{width}} {'checkpoints':>11} {'own runs':>8} {'tokens they train':>18}")
     for row in studies:
-        print(f"{row['study']:<16} {row['checkpoints']:>11} {row['runs']:>8} {row['trained'] / 1e6:>17.1f}M")
-    print(f"{'shared by several':<16} {'':>11} {total['runs'] - sum(r['runs'] for r in studies):>8} "
+        print(f"{row['study']:<{width}} {row['checkpoints']:>11} {row['runs']:>8} {row['trained'] / 1e6:>17.1f}M")
+    print(f"{'shared by several':<{width}} {'':>11} {total['runs'] - sum(r['runs'] for r in studies):>8} "
           f"{(total['trained'] - sum(r['trained'] for r in studies)) / 1e6:>17.1f}M")  # fmt: skip
-    print(f"{'all':<16} {total['checkpoints']:>11} {total['runs']:>8} {total['trained'] / 1e6:>17.1f}M")
+    print(f"{'all':<{width}} {total['checkpoints']:>11} {total['runs']:>8} {total['trained'] / 1e6:>17.1f}M")
     print(f"compute reuse {total['reuse']:.2f}x: one from-scratch run per scored checkpoint (N, D, precision, recipe) "
           f"would train {total['from_scratch'] / 1e6:.1f}M tokens")  # fmt: skip
     return 0
