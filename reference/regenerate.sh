@@ -15,6 +15,12 @@ for scale in "${@:-smoke}"; do
   "$BIN/qscaling" run --cores "$CORES" --directory "$workdir" --config "scale=$scale"
   "$BIN/python" -c 'import sys; from qscaling.diff import export_artifacts; export_artifacts(*sys.argv[1:])' \
     "$workdir" "reference/$scale"
+  if [ "$scale" != smoke ]; then
+    # Past smoke, only what the README reads (figures, claims, study tables, fits, learning-curve evaluations): the
+    # per-checkpoint rows the tables are built from would take the reference past its 20 MB (tests/test_reference.py).
+    find "reference/$scale/results" -mindepth 1 -maxdepth 1 -type d ! -name tables ! -name fits ! -name evals \
+      -exec rm -rf {} +
+  fi
   rm -rf "$workdir"
   echo "reference/$scale regenerated"
 done
