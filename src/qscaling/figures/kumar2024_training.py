@@ -737,9 +737,11 @@ def fig1_right(tables, fits):
         for colour, key in zip(series_palette("viridis", len(keys)), keys):
             family = at_budget[at_budget["family"] == key].sort_values("P")
             ax.plot(family["P"], family["loss"], "o-", color=colour, ms=4, label=f"N·P ≈ {compact_number(key)}")
-            for _, point in family.iterrows():
+            for position, (_, point) in enumerate(family.iterrows()):
+                # The highest-precision member's label goes to its left: on the right it would run into the next panel.
+                last = position == len(family) - 1
                 ax.annotate(f"N {compact_number(point['N'])}", (point["P"], point["loss"]), fontsize=5,
-                            xytext=(3, 3), textcoords="offset points")  # fmt: skip
+                            xytext=(-3 if last else 3, 3), textcoords="offset points", ha="right" if last else "left")  # fmt: skip
             if fit is not None:
                 bits = np.geomspace(family["P"].min(), family["P"].max(), 30)
                 full = np.full_like(bits, study.FULL_BITS)
