@@ -127,7 +127,7 @@ def test_kumar_law_figures_overlay_table_2_with_this_runs_sensitivities(neff_fit
     curves = [line for line in record["axes"][0]["lines"] if len(line["x"]) == 60]
     assert len(curves) == 6
     for line, N in zip(curves[3:], (1e9, 8e9, 70e9)):
-        expected = [kumar2024._or_nan(law.fixed_size_optimal_precision, ours, N, D) for D in line["x"]]
+        expected = [law.optimum_or_nan(law.fixed_size_optimal_precision, ours, N, D) for D in line["x"]]
         assert [np.nan if value is None else value for value in line["y"]] == pytest.approx(expected, nan_ok=True)
         assert all(value is None or value > ours["gamma_kv"] * ours["n_kv"] for value in line["y"])
     record = figure_data(kumar2024.fig9({}, {"neff_joint": neff_fit}))

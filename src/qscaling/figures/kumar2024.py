@@ -41,16 +41,6 @@ def _sources(fits):
     return [("paper", dict(_NEFF_PAPER)), ("this run", ours)], note
 
 
-def _or_nan(function, *args) -> float:
-    """A derived optimum, NaN where the parameters give none (the solver's bracket holds no root) or it lies at
-    the solver's 64-bit ceiling."""
-    try:
-        value = float(function(*args))
-    except ValueError:
-        return math.nan
-    return value if math.isfinite(value) and value < 64.0 else math.nan
-
-
 @figure(law_only=True, fits=_JOINT_FIT)
 def fig3_left(tables, fits):
     """N_eff/N against bits for weights, activations, KV cache, and all three at once (tied)."""
@@ -83,13 +73,13 @@ def fig6_right(tables, fits, sizes=(1e9, 8e9, 70e9)):
     tokens = np.logspace(9, 14, 60)
     for label, params in sources:
         for color, N in zip(sns.color_palette(), sizes):
-            optimum = [_or_nan(law.fixed_size_optimal_precision, params, N, D) for D in tokens]
+            optimum = [law.optimum_or_nan(law.fixed_size_optimal_precision, params, N, D) for D in tokens]
             ax.plot(tokens, optimum, _STYLE[label], color=color, label=f"N = {N:.0e}" if label == "paper" else None)
-        star = _or_nan(law.compute_optimal_precision, params)
+        star = law.optimum_or_nan(law.compute_optimal_precision, params)
         if math.isfinite(star):
             ax.axhline(star, color="k", ls=_STYLE[label], lw=0.8)
         for name, (N, D) in _LLAMA3.items():
-            optimum = _or_nan(law.fixed_size_optimal_precision, params, N, D)
+            optimum = law.optimum_or_nan(law.fixed_size_optimal_precision, params, N, D)
             if math.isfinite(optimum):
                 ax.plot(D, optimum, "*", color="k", ms=8)
                 ax.annotate(name, (D, optimum), fontsize=6, ha="right", va="bottom")

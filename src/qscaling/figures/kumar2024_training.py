@@ -316,16 +316,8 @@ def fig3(tables, fits):
 
 
 def _fixed_size_optimum(params, N: float, tokens) -> np.ndarray:
-    """P*(D) at fixed N (`law.fixed_size_optimal_precision`) at each D, NaN where it has none: the solver raises
-    where its bracket holds no root, and returns the bracket's top (MOST_BITS) where the root lies beyond it."""
-    optimum = []
-    for D in tokens:
-        try:
-            value = float(law.fixed_size_optimal_precision(params, N, D))
-        except ValueError:
-            value = math.nan
-        optimum.append(value if math.isfinite(value) and value < study.MOST_BITS else math.nan)
-    return np.array(optimum)
+    """P*(D) at fixed N (`law.fixed_size_optimal_precision`) at each D, NaN where it has none below MOST_BITS."""
+    return np.array([law.optimum_or_nan(law.fixed_size_optimal_precision, params, N, D) for D in tokens])
 
 
 def _optimum_note(joint, run_star: float, solved: bool) -> str:

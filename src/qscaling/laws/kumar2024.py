@@ -278,13 +278,27 @@ def _lowest_precision(params, offsets=True):
     return max(0.0, *(params[f"gamma_{t}"] * (params[f"n_{t}"] if offsets else 0.0) for t in TENSORS))
 
 
+SOLVER_CEILING = 64.0  # bits: the top of the range the P* solvers below search
+
+
+def optimum_or_nan(solve, *args, **kwargs) -> float:
+    """`solve(*args, **kwargs)`, one of this module's P* solvers, or NaN where the law has no optimum in the
+    solver's range: its bracket holds no root (ValueError), or the root lies at or beyond SOLVER_CEILING (the
+    solver then returns its bound)."""
+    try:
+        value = float(solve(*args, **kwargs))
+    except ValueError:
+        return math.nan
+    return value if math.isfinite(value) and value < SOLVER_CEILING else math.nan
+
+
 def compute_optimal_precision(params, *, offsets=True) -> float:
     """P* when N, D and P are all chosen under C ∝ N·D·P: solves Σ_x P f_x'(P)/f_x(P) = 1 (Sec. 4.3.1).
 
     Independent of compute. Table 2's constants give 7.00 bits with the offsets n_x, ≈ 3.5 without.
     """
     low = _lowest_precision(params, offsets) + 1e-9
-    return brentq(lambda P: _log_derivative(params, P, offsets) - 1, low, 64.0, xtol=1e-12)
+    return brentq(lambda P: _log_derivative(params, P, offsets) - 1, low, SOLVER_CEILING, xtol=1e-12)
 
 
 def fixed_size_optimal_precision(params, N, D) -> float:
@@ -299,7 +313,7 @@ def fixed_size_optimal_precision(params, N, D) -> float:
     def imbalance(P):
         return params["A"] * (N * _tied_fraction(params, P)) ** -alpha * _log_derivative(params, P) - data_side
 
-    low, high = _lowest_precision(params) + 1e-6, 64.0
+    low, high = _lowest_precision(params) + 1e-6, SOLVER_CEILING
     return high if imbalance(high) > 0 else brentq(imbalance, low, high, xtol=1e-10)
 
 

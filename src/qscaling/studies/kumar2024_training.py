@@ -73,7 +73,7 @@ DIVERGED_RULE = (
 # lose 6.8 %; at 6 bits they lose 14 %, so the paper's "6–8 bits" is read at its upper end.
 SATURATION_LOSS = 0.1
 SATURATION_BITS = 8
-MOST_BITS = 64.0  # the top of the range compute_optimal_precision searches for P*
+MOST_BITS = law.SOLVER_CEILING  # the top of the range the P* solvers search
 PAPER_OPTIMAL_RANGE = (7.0, 8.0)  # "7–8 bits" (Sec. 4.3.1); Table 2's constants give P* = 7.00
 PAPER = LAWS[LAW].paper_params["table2"]
 UNIFIED_LAW = "kumar2024.unified"
@@ -448,12 +448,7 @@ def _r_squared(measured, predicted) -> float:
 
 def optimal_precision(params: dict, offsets: bool = True) -> float:
     """Compute-optimal precision P* (Sec. 4.3.1), NaN where the law's N_eff has no optimum below MOST_BITS."""
-    try:
-        value = float(law.compute_optimal_precision(params, offsets=offsets))
-    except ValueError:
-        return math.nan
-    # Where f_x ≤ 0 up to MOST_BITS the solver's bracket is empty and it returns a bound, not a root.
-    return value if value < MOST_BITS else math.nan
+    return law.optimum_or_nan(law.compute_optimal_precision, params, offsets=offsets)
 
 
 def optimal_precision_draws(table: pd.DataFrame, draws: int, seed: int = 0) -> pd.DataFrame:
