@@ -35,6 +35,14 @@ def _fit_text(fit, tensor: str) -> str:
     )
 
 
+def _law_inputs(N, D, column: str, bits) -> dict:
+    """The N_eff law's inputs along a sweep of one tensor's precision (`column`: P_w, P_a or P_kv) through `bits`,
+    the other tensors in fp32 (FULL_BITS); N and D a number or an array as long as `bits`."""
+    bits = np.asarray(bits, dtype=float)
+    at = {"N": np.broadcast_to(np.asarray(N, dtype=float), bits.shape), "D": np.full_like(bits, D)}
+    return at | {f"P_{tensor}": np.full_like(bits, study.FULL_BITS) for tensor in study.TENSOR_SPECS} | {column: bits}
+
+
 def _sweep(ax, rows, tensor, fit, budget=None):
     """One tensor's sweep: loss against its bits per N (at `budget` if given, else per (N, D)); each partner's loss
     as a dotted line; this run's fit dashed, and dash-dot the fit with Table 2's γ_x, n_x in place of its own."""
@@ -56,8 +64,7 @@ def _sweep(ax, rows, tensor, fit, budget=None):
             ax.axhline(partner["loss"].iloc[0], color=colour, ls=":", lw=0.8)
         if fit is not None:
             bits = np.linspace(group[column].min(), group[column].max(), 40)
-            at = {"N": np.full_like(bits, N), "D": np.full_like(bits, D)}
-            at |= {f"P_{other}": np.full_like(bits, study.FULL_BITS) for other in study.TENSOR_SPECS} | {column: bits}
+            at = _law_inputs(N, D, column, bits)
             ax.plot(bits, fit.predict(at), "--", color=colour, lw=1)
             paper_sensitivity = {
                 **fit.params,
@@ -266,8 +273,7 @@ def _isoloss(fig, ax, rows, fit) -> str:
         # Half a bit below the lowest point, so that its marker is not cut by the axes' edge.
         np.linspace(min(BITS[0], points["P_w"].min()) - 0.5, max(BITS[-1], points["P_w"].max()), 60),
     )
-    full = np.full(grid_N.size, study.FULL_BITS)
-    at = {"N": grid_N.ravel(), "D": np.full(grid_N.size, D), "P_w": grid_P.ravel(), "P_a": full, "P_kv": full}
+    at = _law_inputs(grid_N.ravel(), D, "P_w", grid_P.ravel())
     predicted = fit.predict(at).reshape(grid_N.shape)
     measured = points["loss"].to_numpy(float)
     # Where f_w nears 0 the predicted loss runs away: the grid's top 5 % shares the top colour, so that the scale
@@ -583,8 +589,7 @@ def fig16(tables, fits):
         _partner_line(left, rows, N, D, colour)
         if fp_fit is not None:
             bits = np.linspace(group["P_w"].min(), group["P_w"].max(), 40)
-            full = np.full_like(bits, study.FULL_BITS)
-            at = {"N": np.full_like(bits, N), "D": np.full_like(bits, D), "P_w": bits, "P_a": full, "P_kv": full}
+            at = _law_inputs(N, D, "P_w", bits)
             left.plot(bits, fp_fit.predict(at), "--", color=colour, lw=1, label=f"{label}: neff_w_fp")
     left.set(xlabel="weight training precision P_w = 1 + E + M (bits)", ylabel="held-out loss (nats/token)")
     if not points.empty:
@@ -736,8 +741,7 @@ def fig1_right(tables, fits):
                             xytext=(-3 if last else 3, 3), textcoords="offset points", ha="right" if last else "left")  # fmt: skip
             if fit is not None:
                 bits = np.geomspace(family["P"].min(), family["P"].max(), 30)
-                full = np.full_like(bits, study.FULL_BITS)
-                at = {"N": key / bits, "D": np.full_like(bits, D), "P_w": bits, "P_a": full, "P_kv": full}
+                at = _law_inputs(key / bits, D, "P_w", bits)
                 ax.plot(bits, fit.predict(at), "--", color=colour, lw=0.8)
         budget = at_budget["budget"].iloc[0]
         ax.set(xscale="log", xlabel="weight precision P (bits)", ylabel="held-out loss (nats/token)",
@@ -777,8 +781,7 @@ def fig14(tables, fits):
                         label=name)  # fmt: skip
             if fit is not None:
                 bits = np.linspace(points[column].min(), points[column].max(), 40)
-                full = {f"P_{other}": np.full_like(bits, study.FULL_BITS) for other in study.TENSOR_SPECS}
-                at = {"N": np.full_like(bits, N), "D": np.full_like(bits, D), **full, column: bits}
+                at = _law_inputs(N, D, column, bits)
                 ax.plot(bits, fit.predict(at), "--", color=colour, lw=1)
         _partner_line(ax, rows, N, D)
         ax.set(xlabel="training precision of the swept tensor (bits)", ylabel="held-out loss (nats/token)")
