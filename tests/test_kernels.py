@@ -29,6 +29,7 @@ SPECS = [
     "int8:token:mulinv",
     "int4:channel:gptq:nearest-away",
     "int2:tensor:stochastic:seed=9",
+    "int3:g32:gptq:narrow",
     "fp:e4m3:b32",
     "fp:e2m1:b32:e8m0",
     "fp:e3m2:b32:stochastic:seed=4000000000",

@@ -195,3 +195,31 @@ def test_scalars_and_empty_tensors():
     assert torch.equal(quantize_reference(torch.tensor(0.3), "int4:tensor"), torch.tensor(0.3))
     assert quantize_reference(torch.tensor(-2.0), "int8:channel").shape == ()
     assert quantize_reference(torch.zeros(0, 8), "int4:g4").shape == (0, 8)
+
+
+def bitnet_weight_quant(w):
+    """BitNet b1.58's weight quantizer (Ma et al. 2024, Eq. 1-3) written out: γ = mean|W|, RoundClip(W/γ, -1, 1)·γ."""
+    gamma = w.abs().mean(dtype=torch.float64).to(torch.float32)
+    return (torch.clamp(torch.round(w / gamma), -1, 1) + 0.0) * gamma  # + 0: integer codes have no -0
+
+
+def test_int2_absmean_narrow_is_bitnet_ternary():
+    w = torch.randn(96, 40, generator=torch.Generator().manual_seed(3))
+    quantized = quantize_reference(w, "int2:tensor:absmean:narrow")
+    assert same_bits(quantized, bitnet_weight_quant(w))
+    assert set((quantized / w.abs().mean()).round().unique().tolist()) == {-1.0, 0.0, 1.0}
+
+
+def test_absmean_scale_is_each_groups_own_mean_ragged_last_group_included():
+    x = torch.tensor([[1.0, -3.0, 2.0, 4.0, 0.5, float("inf")], [0.0, 0.0, 0.0, 0.0, 0.0, 0.0]])
+    scale = choose_qparams(x, parse_spec("int4:g4:absmean")).scale
+    # Row 0: (1 + 3 + 2 + 4) / 4 and, in the two-element last group, (0.5 + 0) / 2 (non-finite counts as 0);
+    # an all-zero group takes the smallest normal float, so it quantizes to zeros.
+    assert scale.tolist() == [[2.5, 0.25], [torch.finfo(torch.float32).tiny] * 2]
+
+
+def test_narrow_drops_the_lowest_code():
+    x = torch.tensor([[-1.0, -0.5, 0.2, 1.0 / 3]])
+    full = quantize_reference(x, "int2:channel:gptq")  # scale 2/3: codes -2..1
+    narrow = quantize_reference(x, "int2:channel:gptq:narrow")  # codes -1..1
+    assert full[0, 0].item() == pytest.approx(-4 / 3) and narrow[0, 0].item() == pytest.approx(-2 / 3)

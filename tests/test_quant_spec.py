@@ -50,6 +50,8 @@ def test_parsed_fields():
         ("fp:e4m3:b32:saturate:ocp:fp32", "fp:e4m3:b32"),
         ("fp:e5m2:unscaled:inf:ieee", "fp:e5m2:unscaled:ieee:inf"),
         ("fp:e2m1:b32:nearest-away:e8m0", "fp:e2m1:b32:e8m0:nearest-away"),
+        ("int2:tensor:narrow:absmean", "int2:tensor:absmean:narrow"),
+        ("int4:g32:mulinv:narrow:gptq", "int4:g32:gptq:narrow:mulinv"),
         ("fp:e3m2:b128:seed=3:stochastic", "fp:e3m2:b128:stochastic:seed=3"),
     ],
 )
@@ -74,6 +76,9 @@ def test_options_in_any_order_print_in_one_canonical_order(text, canonical):
         ("fp:e4m3:b32:asym", r"unknown option 'asym'"),
         ("int4:unscaled", r"granularity 'unscaled' applies to fp specs only"),
         ("int4:channel:asym:gptq", r"'gptq' is a symmetric convention"),
+        ("int2:tensor:asym:absmean", r"'absmean' is a symmetric convention"),
+        ("int4:g32:asym:narrow", r"'narrow' is a symmetric code range"),
+        ("fp:e2m1:b32:narrow", r"unknown option 'narrow'"),
         ("int4:g128:seed=3", r"seed applies to stochastic rounding only"),
         ("fp:e9m2:b32", r"exponent bits must be 0\.\.8, got 9"),
         ("fp:e4m11:b32", r"mantissa bits must be 0\.\.10, got 11"),
@@ -117,7 +122,9 @@ def spec_texts(draw):
         parts = [f"int{draw(st.integers(2, 8))}", draw(_granularity("int"))]
         parts.append(draw(st.sampled_from(["sym", "asym"])))
         if parts[-1] == "sym":
-            parts.append(draw(st.sampled_from(["absmax", "gptq"])))
+            parts.append(draw(st.sampled_from(["absmax", "gptq", "absmean"])))
+            if draw(st.booleans()):
+                parts.append("narrow")
         parts.append(draw(st.sampled_from(["div", "mulinv"])))
     else:
         exponent = draw(st.integers(2, 7))

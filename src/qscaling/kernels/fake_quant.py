@@ -15,6 +15,7 @@ import torch
 import triton
 import triton.language as tl
 
+from qscaling.quant.int_format import code_range
 from qscaling.quant.reference import choose_qparams
 from qscaling.quant.rounding import seed_key
 from qscaling.quant.spec import QuantSpec
@@ -160,8 +161,9 @@ def _fake_quant_kernel(
 
 
 def supports(x: torch.Tensor, spec: QuantSpec) -> bool:
-    """The kernel covers every spec on contiguous float32 tensors whose groups are whole."""
-    if x.dtype != torch.float32 or not x.is_contiguous() or x.numel() == 0:
+    """The kernel covers every spec but absmean scales (the reference's float64 sum) on contiguous float32 tensors
+    whose groups are whole."""
+    if x.dtype != torch.float32 or not x.is_contiguous() or x.numel() == 0 or spec.int_scale == "absmean":
         return False
     return spec.granularity != "group" or x.shape[-1] % spec.group_size == 0
 
@@ -191,7 +193,7 @@ def quantize_triton(x: torch.Tensor, spec: QuantSpec, out: torch.Tensor | None =
     fmt = spec.float_format if fp else None
     bits = spec.bits or 8
     if spec.symmetric:
-        q_min, q_max = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+        q_min, q_max = code_range(bits, symmetric=True, narrow=spec.narrow)
         divisor = float(q_max) if spec.int_scale == "absmax" else (2**bits - 1) / 2
     else:
         q_min, q_max, divisor = 0, 2**bits - 1, float(2**bits - 1)

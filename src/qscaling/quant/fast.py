@@ -26,6 +26,7 @@ from pathlib import Path
 import torch
 
 from qscaling.quant.fp_format import FloatFormat
+from qscaling.quant.int_format import code_range
 from qscaling.quant.rounding import mix32, seed_key
 from qscaling.quant.spec import QuantSpec
 
@@ -44,8 +45,9 @@ def fits_rows(x: torch.Tensor, spec: QuantSpec) -> bool:
 
 
 def supports(x: torch.Tensor, spec: QuantSpec) -> bool:
-    """Whether the compiled fast path handles x: `fits_rows`, and a C++ compiler exists."""
-    return CXX_AVAILABLE and fits_rows(x, spec)
+    """Whether the compiled fast path handles x: `fits_rows`, a C++ compiler exists, and the scale is not absmean
+    (whose float64 sum the reference computes; its use, BitNet's per-tensor weights, is small)."""
+    return CXX_AVAILABLE and fits_rows(x, spec) and spec.int_scale != "absmean"
 
 
 def _grouped_view(x: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
@@ -76,7 +78,7 @@ def _round_signed(y: torch.Tensor, rounding: str, seed: int) -> torch.Tensor:
 
 def _int_rows(groups: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
     if spec.symmetric:
-        q_min, q_max = -(2 ** (spec.bits - 1)), 2 ** (spec.bits - 1) - 1
+        q_min, q_max = code_range(spec.bits, symmetric=True, narrow=spec.narrow)
         divisor = q_max if spec.int_scale == "absmax" else (2**spec.bits - 1) / 2
         magnitude = groups.abs()
         amax = torch.where(magnitude <= FLOAT32_MAX, magnitude, 0.0).amax(dim=-1, keepdim=True)

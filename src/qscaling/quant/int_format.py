@@ -8,6 +8,9 @@ Symmetric (``sym``): zero point 0, codes -2^(b-1)..2^(b-1)-1, scale amax/(2^(b-1
 al. and Chen et al. "absmax") or 2·amax/(2^b-1) (``gptq``: GPTQ's symmetric quantizer, which puts the zero
 point at 2^(b-1) of the unsigned codes 0..2^b-1 — the same grid). Asymmetric (``asym``): codes 0..2^b-1,
 range [min(x_min, 0), max(x_max, 0)], scale = range/(2^b-1), zero point round(-min/scale) (GPTQ, torch).
+``absmean`` (BitNet b1.58): scale = mean|x| over the group, summed in float64 so that the order of the sum (which
+differs between CPUs, vector widths and GPU reductions) cannot change the float32 scale. ``narrow`` drops the code
+-2^(b-1), so the codes are symmetric about 0: int2 narrow is ternary.
 Scales are clamped to float32's smallest normal, so an all-zero group quantizes to exact zeros.
 """
 
@@ -18,10 +21,10 @@ from qscaling.quant.rounding import round_signed
 FLOAT32_TINY = torch.finfo(torch.float32).tiny
 
 
-def code_range(bits: int, symmetric: bool) -> tuple[int, int]:
+def code_range(bits: int, symmetric: bool, narrow: bool = False) -> tuple[int, int]:
     """Smallest and largest integer code."""
     if symmetric:
-        return -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+        return -(2 ** (bits - 1)) + int(narrow), 2 ** (bits - 1) - 1
     return 0, 2**bits - 1
 
 
@@ -33,6 +36,11 @@ def symmetric_scale(amax: torch.Tensor, bits: int, convention: str = "absmax") -
     """
     divisor = 2 ** (bits - 1) - 1 if convention == "absmax" else (2**bits - 1) / 2
     return torch.clamp(amax / divisor, min=FLOAT32_TINY)
+
+
+def absmean_scale(magnitude_sum: torch.Tensor, count) -> torch.Tensor:
+    """Scale from the float64 sum of a group's finite |x| and its element count: mean|x| rounded once to float32."""
+    return torch.clamp((magnitude_sum / count).to(torch.float32), min=FLOAT32_TINY)
 
 
 def asymmetric_qparams(x_min: torch.Tensor, x_max: torch.Tensor, bits: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -53,13 +61,14 @@ def fake_quantize_int(
     division: str = "div",
     rounding: str = "nearest-even",
     uniform: torch.Tensor | None = None,
+    narrow: bool = False,
 ) -> torch.Tensor:
     """Reference: (clamp(round(x/s) + z, q_min, q_max) - z)·s for float32 x, scale and zero point broadcast.
 
     NaN stays NaN; ±Inf saturates to the end codes; adding z (also when 0) turns -0 into +0, as torch's
     integer codes do.
     """
-    q_min, q_max = code_range(bits, symmetric)
+    q_min, q_max = code_range(bits, symmetric, narrow)
     scaled = x / scale if division == "div" else x * torch.reciprocal(scale)
     codes = torch.clamp(round_signed(scaled, rounding, uniform) + zero_point, q_min, q_max)
     return (codes - zero_point) * scale

@@ -65,7 +65,7 @@ def _scaled_codes(x: torch.Tensor, scale: torch.Tensor, spec) -> tuple[torch.Ten
     step = scale.detach().to(torch.float32).clamp(min=FLOAT32_TINY).unsqueeze(-1)
     grouped = _grouped(x32, spec)
     scaled = grouped / step if spec.division == "div" else grouped * torch.reciprocal(step)
-    low, high = code_range(spec.bits, symmetric=True)
+    low, high = code_range(spec.bits, symmetric=True, narrow=spec.narrow)
     return scaled, torch.clamp(round_signed(scaled, spec.rounding, uniform), low, high), step
 
 
@@ -75,7 +75,7 @@ class LearnedScaleQuantize(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, scale, spec, clipped_ste: bool, rounding_residual: bool, scale_gradient: float):
         scaled, codes, step = _scaled_codes(x, scale, spec)
-        low, high = code_range(spec.bits, symmetric=True)
+        low, high = code_range(spec.bits, symmetric=True, narrow=spec.narrow)
         inside = (scaled >= low) & (scaled <= high)
         step_derivative = torch.where(inside, codes - scaled if rounding_residual else 0.0, codes)
         ctx.spec, ctx.scale_gradient = spec, scale_gradient
@@ -101,7 +101,7 @@ def learned_fake_quantize(
     clipping logit is `parameter`; differentiable in both when grad is enabled, the same values when it is not."""
     spec = parse_spec(spec)
     if quantizer == "lsq":
-        _, positive_codes = code_range(spec.bits, symmetric=True)
+        _, positive_codes = code_range(spec.bits, symmetric=True, narrow=spec.narrow)
         scale, rounding_residual = parameter, True
         scale_gradient = (x.numel() / parameter.numel() * positive_codes) ** -0.5
     else:

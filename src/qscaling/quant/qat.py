@@ -315,7 +315,7 @@ def clamp_mask_by_codes(x: torch.Tensor, spec) -> torch.Tensor:
     uniform = uniform_like(x32, spec.seed) if spec.rounding == "stochastic" else None
     scaled = x32 / scale if spec.division == "div" else x32 * torch.reciprocal(scale)
     codes = round_signed(scaled, spec.rounding, uniform) + _per_element(params.zero_point, x32, spec)
-    low, high = code_range(spec.bits, spec.symmetric)
+    low, high = code_range(spec.bits, spec.symmetric, spec.narrow)
     return (codes >= low) & (codes <= high)
 
 

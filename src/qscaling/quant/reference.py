@@ -83,6 +83,12 @@ def choose_qparams(x: torch.Tensor, spec: QuantSpec | str) -> QuantParams:
     if spec.kind == "fp":
         amax = finite.abs().amax(dim=-1)
         return QuantParams(scale=fp_format.block_scale(amax, spec.float_format, spec.fp_scale), zero_point=None)
+    if spec.int_scale == "absmean":
+        counts = torch.full(grouped.shape[:-1], grouped.shape[-1], dtype=torch.float64, device=x.device)
+        if group_size is not None and x.shape[-1] % group_size:
+            counts[..., -1] = x.shape[-1] % group_size  # the zero-padded last group of each row
+        scale = int_format.absmean_scale(finite.abs().sum(dim=-1, dtype=torch.float64), counts)
+        return QuantParams(scale=scale, zero_point=torch.zeros_like(scale))
     if spec.symmetric:
         scale = int_format.symmetric_scale(finite.abs().amax(dim=-1), spec.bits, spec.int_scale)
         return QuantParams(scale=scale, zero_point=torch.zeros_like(scale))
@@ -111,7 +117,7 @@ def fake_quantize_with(x: torch.Tensor, params: QuantParams, spec: QuantSpec | s
         out = rounded / scale
     else:
         out = int_format.fake_quantize_int(
-            x32, scale, zero_point, spec.bits, spec.symmetric, spec.division, spec.rounding, uniform
+            x32, scale, zero_point, spec.bits, spec.symmetric, spec.division, spec.rounding, uniform, spec.narrow
         )
     if spec.granularity == "group":
         out = _from_groups(out, x.shape[-1])

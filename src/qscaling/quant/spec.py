@@ -11,7 +11,10 @@ GRANULARITY    along the last dim (the input dim of a weight [out, in]):
                be shorter; ``unscaled`` (fp only): cast the values themselves, scale 1
 INT options    ``sym`` (default, absmax) | ``asym`` (min/max with a zero point);
                ``absmax`` (default: scale amax/(2^(b-1)-1)) | ``gptq`` (scale 2·amax/(2^b-1), GPTQ's
-               symmetric quantizer: zero point 2^(b-1), codes -2^(b-1)..2^(b-1)-1);
+               symmetric quantizer: zero point 2^(b-1), codes -2^(b-1)..2^(b-1)-1) | ``absmean`` (scale
+               mean|x| over the group, BitNet b1.58's γ; sym only);
+               ``narrow`` (sym only: codes -(2^(b-1)-1)..2^(b-1)-1, so ``int2:tensor:absmean:narrow`` is BitNet
+               b1.58's ternary {-1, 0, 1}·γ; the default full range adds the code -2^(b-1));
                ``div`` (default: x/s) | ``mulinv`` (x·(1/s), as torch.fake_quantize_* compute it)
 FP options     ``fp32`` (default: scale FP_max/amax in float32, Sun et al. §2) | ``pow2`` (the largest
                power of two <= that) | ``e8m0`` (OCP MX shared exponent: 2^(floor(log2 amax) - e_max));
@@ -28,7 +31,7 @@ from qscaling.quant.fp_format import OVERFLOW_MODES, TOP_CODES, FloatFormat, fp_
 from qscaling.quant.rounding import ROUNDING_MODES
 
 GRANULARITIES = ("tensor", "channel", "token", "group", "unscaled")
-INT_SCALES = ("absmax", "gptq")
+INT_SCALES = ("absmax", "gptq", "absmean")
 DIVISIONS = ("div", "mulinv")
 FP_SCALES = ("fp32", "pow2", "e8m0")
 
@@ -37,6 +40,7 @@ _INT_TOKENS = {
     "sym": ("symmetric", True),
     "asym": ("symmetric", False),
     **{name: ("int_scale", name) for name in INT_SCALES},
+    "narrow": ("narrow", True),
     **{name: ("division", name) for name in DIVISIONS},
 }
 _FP_TOKENS = {
@@ -59,6 +63,7 @@ class QuantSpec:
     group_size: int | None = None  # granularity "group" only: g<N> / b<N>
     symmetric: bool = True
     int_scale: str = "absmax"
+    narrow: bool = False  # int only: symmetric codes without -2^(b-1)
     division: str = "div"
     fp_scale: str = "fp32"
     top_code: str = "ocp"
@@ -87,13 +92,15 @@ class QuantSpec:
             parts.append(self.granularity)
         defaults = QuantSpec.__dataclass_fields__
         if self.kind == "int":
-            option_fields = ("symmetric", "int_scale", "division")
+            option_fields = ("symmetric", "int_scale", "narrow", "division")
         else:
             option_fields = ("fp_scale", "top_code", "overflow")
         for name in option_fields + ("rounding",):
             value = getattr(self, name)
             if value != defaults[name].default:
-                parts.append(("sym" if value else "asym") if name == "symmetric" else value)
+                if name == "symmetric":
+                    value = "sym" if value else "asym"
+                parts.append("narrow" if name == "narrow" else value)
         if self.seed != 0:
             parts.append(f"seed={self.seed}")
         return ":".join(parts)
@@ -131,15 +138,17 @@ def _validate(spec: QuantSpec, text: str) -> None:
             _fail(text, f"int scale must be one of {', '.join(INT_SCALES)}, got {spec.int_scale!r}")
         if spec.division not in DIVISIONS:
             _fail(text, f"division must be one of {', '.join(DIVISIONS)}, got {spec.division!r}")
-        if spec.int_scale == "gptq" and not spec.symmetric:
-            _fail(text, "int scale 'gptq' is a symmetric convention; drop it or 'asym'")
+        if spec.int_scale != "absmax" and not spec.symmetric:
+            _fail(text, f"int scale {spec.int_scale!r} is a symmetric convention; drop it or 'asym'")
+        if spec.narrow and not spec.symmetric:
+            _fail(text, "'narrow' is a symmetric code range; drop it or 'asym'")
         for name in ("fp_scale", "top_code", "overflow"):
             if getattr(spec, name) != defaults[name].default:
                 _fail(text, f"{name} applies to fp specs only")
         return
     if spec.bits is not None:
         _fail(text, "bits applies to int specs only (fp specs give e<E>m<M>)")
-    for name in ("symmetric", "int_scale", "division"):
+    for name in ("symmetric", "int_scale", "narrow", "division"):
         if getattr(spec, name) != defaults[name].default:
             _fail(text, f"{name} applies to int specs only")
     if spec.fp_scale not in FP_SCALES:
