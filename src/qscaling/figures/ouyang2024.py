@@ -439,3 +439,43 @@ def fig13(tables, fits):
         "(src/qscaling/figures/data/open_7b_models_tokens.csv); hatched: not verified against a stored copy.",
     )
     return fig
+
+
+_PRECISION_STYLE = {"fp32": ("full precision (fp32)", "0.2"), "bitnet": ("BitNet b1.58 (ternary W, 8-bit A)", "C3")}
+
+
+@figure(tables={"bitnet": "ouyang2024/bitnet"})
+def fig14(tables, fits):
+    """BitNet b1.58-style vs full-precision training loss over tokens, one column per size (top: the losses,
+    averaged over equal token spans after warmup, ± their SE; bottom: the gap BitNet − fp32 for every seed)."""
+    from qscaling.studies.ouyang2024 import bitnet_gaps
+
+    curves = tables["bitnet"]
+    gaps = bitnet_gaps(curves)
+    sizes = curves[["N", "size"]].drop_duplicates().sort_values("N")
+    main_seed = curves.groupby("seed")["size"].nunique().idxmax()  # the recipe's seed: the one every size ran
+    fig, axes = new_figure(len(sizes), 2, width=3.4, height=2.6, sharex="col")
+    for column, (n, size) in enumerate(zip(sizes["N"], sizes["size"])):
+        top, bottom = axes[0][column], axes[1][column]
+        for precision, (label, color) in _PRECISION_STYLE.items():
+            rows = curves[(curves["size"] == size) & (curves["precision"] == precision) & (curves["seed"] == main_seed)]
+            top.errorbar(rows["D"], rows["loss"], yerr=rows["loss_se"], fmt="o-", ms=3, color=color, label=label)
+        top.set(title=f"{size} (N = {compact_number(float(f'{n:.2g}'))})", ylabel="training loss" if column == 0 else "")
+        for seed, rows in gaps[gaps["size"] == size].groupby("seed"):
+            style = "-" if seed == main_seed else "--"
+            bottom.plot(rows["D"], rows["gap"], style, marker="o", ms=3, color="C3", label=f"seed {seed}")
+            bottom.fill_between(
+                rows["D"], rows["gap"] - rows["gap_se"], rows["gap"] + rows["gap_se"], color="C3", alpha=0.15
+            )
+        bottom.axhline(0, color="0.5", lw=0.8)
+        bottom.set(xlabel="training tokens", ylabel="BitNet − fp32 loss" if column == 0 else "")
+        bottom.xaxis.set_major_formatter(FuncFormatter(lambda value, _: compact_number(value)))
+        bottom.legend(fontsize=6)
+    axes[0][0].legend(fontsize=6)
+    add_footer(
+        fig,
+        "This run: WSD trunks of one recipe, training loss per step averaged over equal token spans after warmup; "
+        "BitNet: weights int2 per tensor, absmean scale, codes {−1, 0, 1}; activations int8 per token; identity STE "
+        "(not its SubLN architecture). The paper (120M and 1.2B, Fig. 14) tabulates no values: none drawn.",
+    )
+    return fig

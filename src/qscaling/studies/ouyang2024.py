@@ -4,6 +4,11 @@ Grid: the shared WSD trunk of each size (constant learning rate, never annealed,
 checkpoints) at log-spaced token counts; GPTQ weight-only at 2/3/4 bits with groups (GPTQ's own symmetric
 convention: 2^b levels), scored on the in-domain held-out set and on technical English (Fig. 8); AWQ and a
 bitsandbytes-style FP4 for the method comparison (Fig. 9). QiD = loss(quantized) − loss(unquantized).
+
+Fig. 14 (`bitnet`): BitNet b1.58-style trunks (ternary absmean weights, 8-bit per-token activations, identity STE)
+beside the fp32 trunks of the same sizes and recipe, their training loss averaged over equal token spans after
+warmup: the `ouyang2024_bitnet` table. Whether the gap widens with training is measured against the seed noise of
+that change (the first size run again with `extra_seeds`).
 """
 
 import numpy as np
@@ -12,13 +17,31 @@ import pandas as pd
 from qscaling.config import ConfigError, check_method_spec, check_sizes, check_weight_spec
 from qscaling.laws import LAWS, fit
 from qscaling.laws.ouyang2024 import TOKENS_EXPONENT, UNIFIED_CONSTANTS
-from qscaling.plan import log_spaced_tokens
-from qscaling.studies import Evaluation, Job, Quantization, check_local_models, local_evaluations, ptq_scoring, try_fit
-from qscaling.studies.claims import claim, positive_parameter_claim, slope_claim, verdict_from_interval
+from qscaling.plan import Planner, log_spaced_tokens
+from qscaling.studies import (
+    Evaluation,
+    Job,
+    Quantization,
+    check_local_models,
+    local_evaluations,
+    non_embedding_params,
+    ptq_scoring,
+    try_fit,
+)
+from qscaling.studies.claims import (
+    INCONCLUSIVE,
+    NOISE_SIGMAS,
+    claim,
+    positive_parameter_claim,
+    slope_claim,
+    verdict_from_interval,
+)
 
 STUDY = "ouyang2024"
 FIT_TABLES = ("one_factor",)
 ONE_FACTOR = {"qid_tokens": ("D", ["N", "bits"]), "qid_size": ("N", ["D", "bits"]), "qid_bits": ("P", ["N", "D"])}
+BITNET, FULL = "bitnet", "fp32"  # the two precisions of Fig. 14's runs
+SHARED_SETTINGS = ("training",)  # the recipe's seed: which of Fig. 14's runs are the main ones
 
 
 def checkpoints(config: dict) -> list[int]:
@@ -41,6 +64,19 @@ def check_config(config: dict) -> None:
         check_weight_spec(f"{key}.group_size", "gptq", f"int{bits}:g{{group}}:gptq", group=study["group_size"])
     for index, entry in enumerate(study["compare"]):
         check_method_spec(f"{key}.compare.{index}", entry, group=study["group_size"])
+    bitnet = study["bitnet"]
+    if bitnet:
+        from qscaling.quant.qat import canonical_training_precision
+
+        check_sizes(config, f"{key}.bitnet.sizes", bitnet["sizes"])
+        if config["training"]["seed"] in bitnet["extra_seeds"]:
+            raise ConfigError(
+                f"config key {key}.bitnet.extra_seeds: repeats the recipe's seed {config['training']['seed']}"
+            )
+        try:
+            canonical_training_precision(bitnet["precision"])
+        except (TypeError, ValueError) as error:
+            raise ConfigError(f"config key {key}.bitnet.precision: {error}") from None
 
 
 def plan(config: dict, planner) -> list[Evaluation]:
@@ -57,11 +93,32 @@ def plan(config: dict, planner) -> list[Evaluation]:
             for size, repo in hub["models"].items()
             for tokens in sorted(revisions)
         ]
+    bitnet_runs(config, planner)
     tokens = checkpoints(config)
     return [
         Evaluation(STUDY, planner.trunk(size, upto=study["last_checkpoint"], milestones=tokens), milestone)
         for size in study["sizes"]
         for milestone in tokens
+    ]
+
+
+def bitnet_runs(config: dict, planner) -> list[dict]:
+    """Fig. 14's runs, planned: per size (and at the first size per extra seed) a BitNet trunk and the fp32 trunk of
+    the same recipe, both to `tokens` (a WSD trunk's warmup does not depend on its length): {size, seed, run, precision}.
+    Their training-loss curves are the result; no checkpoint is scored."""
+    block, seed = config["studies"][STUDY]["bitnet"], config["training"]["seed"]
+    if not block:
+        return []
+    pairs = [(size, seed) for size in block["sizes"]] + [(block["sizes"][0], extra) for extra in block["extra_seeds"]]
+    return [
+        {
+            "size": size,
+            "seed": run_seed,
+            "precision": name,
+            "run": planner.trunk(size, upto=block["tokens"], seed=run_seed, **overrides),
+        }
+        for size, run_seed in pairs
+        for name, overrides in ((BITNET, {"training_precision": block["precision"]}), (FULL, {}))
     ]
 
 
@@ -87,7 +144,7 @@ def jobs(config: dict, evaluations: list, layout) -> list[Job]:
     for evaluation in evaluations:
         milestones.setdefault(evaluation.run, set()).add(evaluation.tokens)
     runs = sorted(milestones)
-    return [
+    return _bitnet_jobs(config, layout) + [
         Job(
             "weight_changes",
             "qscaling.studies.ouyang2024:weight_changes_job",
@@ -97,6 +154,121 @@ def jobs(config: dict, evaluations: list, layout) -> list[Job]:
             message="Measuring weight change between adjacent checkpoints",
         )
     ]
+
+
+def _bitnet_jobs(config: dict, layout) -> list[Job]:
+    block = config["studies"][STUDY]["bitnet"]
+    runs = bitnet_runs(config, Planner(config, layout.corpus))  # the same run ids `plan` registered
+    if not runs:
+        return []
+    return [
+        Job(
+            "bitnet",
+            "qscaling.studies.ouyang2024:bitnet_curves_job",
+            inputs={"summaries": [layout.run_summary(run["run"]) for run in runs]},
+            outputs={"bitnet": layout.table(STUDY, "bitnet")},
+            params={
+                "runs": [
+                    {key: run[key] for key in ("size", "seed", "precision")}
+                    | {"N": non_embedding_params(config, run["size"])}
+                    for run in runs
+                ],
+                "tokens": block["tokens"],
+                "bins": block["bins"],
+            },
+            message="Binning the BitNet and fp32 training-loss curves",
+        )
+    ]
+
+
+def bitnet_curves(summary: dict, tokens: int, bins: int) -> pd.DataFrame:
+    """One run's training loss averaged over `bins` equal token spans from the end of warmup to `tokens`: bin, D (the
+    span's end), loss, loss_se (of the span's mean), points. Spans without a logged step stay out; a run that
+    diverged has no rows."""
+    if summary.get("diverged"):
+        return pd.DataFrame(columns=["bin", "D", "loss", "loss_se", "points"])
+    curve = pd.DataFrame(summary["train_loss_curve"], columns=["D", "loss"])
+    start = summary["spec"]["warmup_tokens"]
+    edges = np.linspace(start, tokens, bins + 1)
+    curve = curve[(curve["D"] > start) & (curve["D"] <= tokens)]
+    curve = curve.assign(bin=np.clip(np.searchsorted(edges, curve["D"], side="left") - 1, 0, bins - 1))
+    grouped = curve.groupby("bin")["loss"]
+    frame = pd.DataFrame(
+        {"loss": grouped.mean(), "loss_se": grouped.std(ddof=1) / np.sqrt(grouped.count()), "points": grouped.count()}
+    ).reset_index()
+    return frame.assign(D=edges[frame["bin"] + 1])[["bin", "D", "loss", "loss_se", "points"]]
+
+
+def bitnet_curves_job(inputs: dict, outputs: dict, params: dict) -> None:
+    import json
+
+    from qscaling.evaluate import write_table
+
+    frames = []
+    for path, run in zip(inputs["summaries"], params["runs"]):
+        with open(path) as handle:
+            summary = json.load(handle)
+        frames.append(bitnet_curves(summary, params["tokens"], params["bins"]).assign(**run, run=summary["run_id"]))
+    write_table(pd.concat(frames, ignore_index=True), outputs["bitnet"])
+
+
+def bitnet_gaps(curves: pd.DataFrame) -> pd.DataFrame:
+    """BitNet minus fp32 training loss per (size, seed, bin) where both runs logged steps: N, size, seed, bin, D,
+    gap, gap_se."""
+    keys = ["size", "N", "seed", "bin", "D"]
+    pair = curves[curves["precision"] == BITNET].merge(
+        curves[curves["precision"] == FULL], on=keys, suffixes=("", "_fp")
+    )
+    return pair.assign(gap=pair["loss"] - pair["loss_fp"], gap_se=np.hypot(pair["loss_se"], pair["loss_se_fp"]))[
+        keys + ["gap", "gap_se"]
+    ].sort_values(keys, ignore_index=True)
+
+
+def bitnet_widening(curves: pd.DataFrame) -> pd.DataFrame:
+    """Per (size, seed): how much the BitNet − fp32 gap grew from the first span after warmup to the last."""
+    rows = []
+    for (size, n, seed), group in bitnet_gaps(curves).groupby(["size", "N", "seed"]):
+        first, last = group.iloc[0], group.iloc[-1]
+        rows.append(
+            {"size": size, "N": n, "seed": seed, "first_gap": first["gap"], "last_gap": last["gap"],
+             "widening": last["gap"] - first["gap"], "widening_se": float(np.hypot(first["gap_se"], last["gap_se"]))}
+        )  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+BITNET_CLAIM = "BitNet b1.58's training-loss gap to full precision widens with training tokens (Fig. 14)"
+
+
+def bitnet_claim(curves: pd.DataFrame, recipe_seed: int) -> dict:
+    """The gap's widening at every size (the recipe's seed), against the larger of its span noise and the seed noise:
+    the widenings' spread over the seeds of the first size. Reproduced when every size widens by more than
+    NOISE_SIGMAS of that floor, not reproduced when every size narrows by more; inconclusive otherwise, and always
+    without a second seed."""
+    widening = bitnet_widening(curves)
+    if widening.empty:
+        return claim(STUDY, BITNET_CLAIM, statistic="no BitNet and fp32 curves to compare", ci="", verdict=INCONCLUSIVE)
+    main = widening[widening["seed"] == recipe_seed].sort_values("N")
+    seeded = widening.groupby("size")["widening"].agg(["std", "count"])
+    repeated = seeded[seeded["count"] > 1]
+    sigma_seed = float(repeated["std"].iloc[0]) if len(repeated) else float("nan")
+    floors = np.maximum(main["widening_se"], sigma_seed if np.isfinite(sigma_seed) else 0.0)
+    statistic = "; ".join(
+        f"{row.size}: gap {row.first_gap:+.3f} → {row.last_gap:+.3f}, widening {row.widening:+.3f}"
+        for row in main.itertuples()
+    )
+    low, high = (main["widening"] - NOISE_SIGMAS * floors).min(), (main["widening"] + NOISE_SIGMAS * floors).max()
+    if not np.isfinite(sigma_seed):
+        verdict, noise = INCONCLUSIVE, "no repeated seed: the seed noise of the widening is unmeasured"
+    else:
+        verdict = verdict_from_interval(low, high, "positive")
+        noise = f"σ_seed of the widening {sigma_seed:.3f} over {int(repeated['count'].iloc[0])} seeds at {repeated.index[0]}"
+    return claim(
+        STUDY,
+        BITNET_CLAIM,
+        statistic=statistic,
+        ci=f"every size's widening ± {NOISE_SIGMAS}·max(span SE, σ_seed): [{low:.3f}, {high:.3f}] ({noise})",
+        verdict=verdict,
+    )
 
 
 def build_table(rows: pd.DataFrame, settings: dict) -> pd.DataFrame:
@@ -252,6 +424,8 @@ def claims(tables: dict, fits: dict, settings: dict) -> list[dict]:
             )
         )
     out.append(weight_change_claim(tables["weight_changes"]))
+    if "bitnet" in tables:
+        out.append(bitnet_claim(tables["bitnet"], settings["training"]["seed"]))
     return out
 
 
