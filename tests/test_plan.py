@@ -27,6 +27,16 @@ def test_a_branch_trains_only_its_cooldown_and_the_reuse_ratio_counts_every_run_
     assert chen["runs"] > 0 and all(row["trained"] >= 0 for row in studies)
 
 
+def test_a_training_curve_a_study_reads_counts_as_one_from_scratch_run_of_its_length(default_config):
+    planner, _ = plan_all(default_config, corpus_id(default_config))
+    curves = planner.curves["ouyang2024"]  # Fig. 14: BitNet and fp32 trunks, each read to 4M tokens
+    block = default_config["studies"]["ouyang2024"]["bitnet"]
+    assert len(curves) == 2 * (len(block["sizes"]) + len(block["extra_seeds"]))
+    assert {tokens for _, tokens in curves} == {block["tokens"]}
+    *_, total = compute_reuse(planner, {"ouyang2024": curves})
+    assert total["from_scratch"] == len(curves) * block["tokens"]
+
+
 def test_the_plan_command_prints_the_reuse_ratio():
     result = subprocess.run(
         [sys.executable, "-m", "qscaling.cli", "plan", "--scale", "smoke"], capture_output=True, text=True, timeout=300

@@ -67,6 +67,7 @@ class Planner:
         self.config, self.data_id = config, data_id
         self.runs: dict[str, RunPlan] = {}
         self.hub_runs: dict[str, HubRun] = {}
+        self.curves: dict[str, set[tuple[str, int]]] = {}  # study -> (run, tokens) whose training curve it reads
 
     def spec(self, size: str, total_tokens: int, **overrides) -> RunSpec:
         training = self.config["training"]
@@ -91,6 +92,12 @@ class Planner:
     def trunk(self, size: str, *, upto: int, milestones=(), branch_points=(), **overrides) -> str:
         """The WSD trunk of `size`, run at least to `upto` tokens, checkpointed at `milestones`."""
         return self._need(self.spec(size, upto, schedule="wsd", **overrides), milestones, branch_points)
+
+    def curve(self, study: str, size: str, tokens: int, **overrides) -> str:
+        """A trunk whose training-loss curve up to `tokens` is `study`'s result (no checkpoint of it is scored)."""
+        run = self.trunk(size, upto=tokens, **overrides)
+        self.curves.setdefault(study, set()).add((run, tokens))
+        return run
 
     def cooldown(self, size: str, budget: int, fraction: float, **overrides) -> str:
         """An annealed model at `budget` tokens: branch from the trunk at (1 − fraction)·budget, decay to budget."""
@@ -146,7 +153,7 @@ def trained_tokens(plan: RunPlan) -> int:
 
 
 def compute_reuse(planner: Planner, checkpoints: dict[str, set[tuple[str, int]]]) -> list[dict]:
-    """Per study: its scored checkpoints, and the runs only it needs (its checkpoints' runs and the trunks they
+    """Per study: its scored checkpoints (and training curves, as (run, tokens) too), and the runs only it needs (its checkpoints' runs and the trunks they
     branch from, less those another study needs too) with the tokens they train; then "all": every run, against
     one from-scratch run per scored checkpoint (N, D, precision, recipe) — the reuse ratio."""
 
@@ -185,7 +192,11 @@ def run(args) -> int:
     path = Path(args.configfile or Path(__file__).resolve().parents[2] / "config.yaml")
     config = resolve_config({**yaml.safe_load(path.read_text()), "scale": args.scale})
     planner, evaluations = plan_all(config, corpus_id(config))
-    checkpoints = {study: {(e.run, e.tokens) for e in found} for study, found in evaluations.items()}
+    # What each study reads of the runs: scored checkpoints and training curves, each one from-scratch run's worth.
+    checkpoints = {
+        study: {(e.run, e.tokens) for e in found} | planner.curves.get(study, set())
+        for study, found in evaluations.items()
+    }
     checkpoints["learning curves"] = {
         (run, tokens) for run in learning_curve_runs(config, planner) for tokens in planner.runs[run].milestones
     }
@@ -200,6 +211,6 @@ def run(args) -> int:
     print(f"{'shared by several':<{width}} {'':>11} {total['runs'] - sum(r['runs'] for r in studies):>8} "
           f"{(total['trained'] - sum(r['trained'] for r in studies)) / 1e6:>17.1f}M")  # fmt: skip
     print(f"{'all':<{width}} {total['checkpoints']:>11} {total['runs']:>8} {total['trained'] / 1e6:>17.1f}M")
-    print(f"compute reuse {total['reuse']:.2f}x: one from-scratch run per scored checkpoint (N, D, precision, recipe) "
-          f"would train {total['from_scratch'] / 1e6:.1f}M tokens")  # fmt: skip
+    print(f"compute reuse {total['reuse']:.2f}x: one from-scratch run per scored checkpoint or training curve (N, D, "
+          f"precision, recipe) would train {total['from_scratch'] / 1e6:.1f}M tokens")  # fmt: skip
     return 0

@@ -115,7 +115,7 @@ def bitnet_runs(config: dict, planner) -> list[dict]:
             "size": size,
             "seed": run_seed,
             "precision": name,
-            "run": planner.trunk(size, upto=block["tokens"], seed=run_seed, **overrides),
+            "run": planner.curve(STUDY, size, block["tokens"], seed=run_seed, **overrides),
         }
         for size, run_seed in pairs
         for name, overrides in ((BITNET, {"training_precision": block["precision"]}), (FULL, {}))
