@@ -1,6 +1,8 @@
 """The model ladder: its design on the default config, the per-size recipe, the LR sweep's estimates and the
 Chinchilla fit on the ladder's own grid."""
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -99,10 +101,13 @@ def test_lr_law_recovers_a_known_exponent():
     assert law["lr_at_reference_ci"][0] < 5e-3 < law["lr_at_reference_ci"][1]
 
 
-def test_chinchilla_fit_recovers_known_exponents_on_the_default_grid(default_config):
-    """Epoch AI's constants, rescaled so the loss spans what our ladder sees, evaluated on the default grid's
-    (N, D) with 0.3 % noise: the fit's CIs cover the true α and β and exclude 0."""
-    planner, evaluations = plan_all(default_config, corpus_id(default_config))
+TRUTH = {"A": 40.0, "alpha": 0.35, "B": 300.0, "beta": 0.37, "E": 1.8}
+
+
+def synthetic_grid(config: dict) -> pd.DataFrame:
+    """Epoch AI's constants, rescaled so the loss spans what our ladder sees, on the default grid's (N, D), with
+    0.3 % noise."""
+    planner, evaluations = plan_all(config, corpus_id(config))
     points = sorted(
         {
             (planner.runs[e.run].spec.shape.non_embedding_params, e.tokens)
@@ -110,16 +115,65 @@ def test_chinchilla_fit_recovers_known_exponents_on_the_default_grid(default_con
             if any(dict(v)["variant"] == "grid" for v in e.labels)
         }
     )
-    truth = {"A": 40.0, "alpha": 0.35, "B": 300.0, "beta": 0.37, "E": 1.8}
     grid = pd.DataFrame(points, columns=["N", "D"])
     rng = np.random.default_rng(0)
-    grid["loss"] = CHINCHILLA(truth, grid) * (1 + 0.003 * rng.standard_normal(len(grid)))
-    table = grid.assign(variant="grid", run=[f"r{i}" for i in range(len(grid))])
-    fit = ladder.fit_laws(table, {"bootstrap": 60})["chinchilla"]
+    grid["loss"] = CHINCHILLA(TRUTH, grid) * (1 + 0.003 * rng.standard_normal(len(grid)))
+    return grid.assign(variant="grid", run=[f"r{i}" for i in range(len(grid))])
+
+
+@pytest.fixture(scope="module")
+def synthetic_fit(default_config):
+    table = synthetic_grid(default_config)
+    return table, ladder.fit_laws(table, {"bootstrap": 60})["chinchilla"]
+
+
+def test_chinchilla_fit_recovers_known_exponents_on_the_default_grid(synthetic_fit):
+    """With 0.3 % noise the fit's CIs cover the true α and β and exclude 0."""
+    _, fit = synthetic_fit
     for name in ("alpha", "beta"):
         low, high = fit.ci[name]
-        assert low > 0.1 and low <= truth[name] <= high, (name, fit.ci[name])
+        assert low > 0.1 and low <= TRUTH[name] <= high, (name, fit.ci[name])
     assert fit.heldout_relative_error < 0.03
+
+
+def test_the_profile_over_e_finds_the_true_e_and_the_claim_reads_the_ci(synthetic_fit):
+    table, fit = synthetic_fit
+    profile = ladder.fit_tables(table, {})["e_profile"]
+    assert len(profile) == ladder.E_PROFILE_POINTS and profile["E"].max() == pytest.approx(
+        ladder.E_PROFILE_TOP * table["loss"].min()
+    )
+    # The objective is least at the held E nearest the truth, and α there is near the truth too.
+    nearest = profile.iloc[(profile["E"] - TRUTH["E"]).abs().argmin()]
+    assert profile["objective"].idxmin() == nearest.name
+    assert nearest["alpha"] == pytest.approx(TRUTH["alpha"], abs=0.1)
+    # Held far from the truth, E fits measurably worse: the 0.3 %-noise grid identifies it.
+    assert len(ladder.flat_ridge(profile)) < len(profile)
+    row = ladder.alpha_identified_claim(fit, profile)
+    assert row["verdict"] == "reproduced" and row["ci"] == f"[{fit.ci['alpha'][0]:.3f}, {fit.ci['alpha'][1]:.3f}]"
+
+
+def test_an_unidentified_alpha_is_inconclusive_with_the_ridge_it_moves_along(synthetic_fit):
+    _, fit = synthetic_fit
+    low_ci = dataclasses.replace(fit, ci={**fit.ci, "alpha": (0.07, 0.5)})
+    ridge = pd.DataFrame(
+        {"E": [0.001, 0.5, 1.0, 2.0], "alpha": [0.08, 0.1, 0.13, 0.33], "beta": [0.3] * 4,
+         "objective": [0.1894, 0.1893, 0.1893, 0.195], "heldout_relative_error": [0.0207, 0.0207, 0.0208, 0.0224]}
+    )  # fmt: skip
+    row = ladder.alpha_identified_claim(low_ci, ridge)
+    assert row["verdict"] == "inconclusive"
+    assert "E held anywhere in [0.001, 1]" in row["statistic"] and "α runs 0.080–0.130" in row["statistic"]
+    at_bound = dataclasses.replace(fit, params={**fit.params, "alpha": 3.0}, ci={**fit.ci, "alpha": (2.9, 3.0)})
+    assert ladder.alpha_identified_claim(at_bound, ridge)["verdict"] == "inconclusive"
+
+
+def test_the_profile_figure_draws_the_exponents_the_profile_fitted(synthetic_fit):
+    from qscaling.figures import common, figure_data
+
+    table, fit = synthetic_fit
+    profile = ladder.fit_tables(table, {})["e_profile"]
+    axes = figure_data(common.ladder_profile({"profile": profile}, {"chinchilla": fit}))["axes"]
+    alpha = next(line for line in axes[0]["lines"] if line["label"] == "α with E held")
+    assert alpha["y"] == pytest.approx(profile.sort_values("E")["alpha"].tolist())
 
 
 def test_sweep_without_the_recipes_lr_is_refused(raw_config):

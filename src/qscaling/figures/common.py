@@ -5,7 +5,7 @@ import seaborn as sns
 from matplotlib.ticker import FixedLocator, NullFormatter
 
 from qscaling.figures import add_footer, compact_number, figure, new_figure, series_palette
-from qscaling.studies.ladder import EPOCH_AI
+from qscaling.studies.ladder import ALPHA_TARGET, EPOCH_AI, FLAT, flat_ridge
 
 
 @figure(tables={"curves": "learning_curves"})
@@ -94,6 +94,41 @@ def ladder(tables, fits):
         fig,
         f"Points: this run's annealed (WSD cooldown) models, ± s.e. over held-out windows; lines: this run's fit, "
         f"{summary}. Epoch AI's refit of Chinchilla: α = {EPOCH_AI['alpha']}, β = {EPOCH_AI['beta']}.",
+    )
+    return fig
+
+
+@figure(tables={"profile": "ladder/e_profile"}, fits="ladder/chinchilla")
+def ladder_profile(tables, fits):
+    """Is α identified? The Chinchilla fit redone with E held at each value: left, the exponents it then takes (α's
+    95 % CI and the design target beside them); right, how much worse it fits, and its held-out error."""
+    frame, fit = tables["profile"].sort_values("E"), fits.get("chinchilla")
+    fig, axes = new_figure(2, 1, width=4.2, height=3.4)
+    exponents, quality = axes[0]
+    ridge = flat_ridge(frame)
+    for ax in (exponents, quality):
+        ax.axvspan(ridge["E"].min(), ridge["E"].max(), color="0.9", label=f"objective within {FLAT:.0%} of the best")
+    exponents.plot(frame["E"], frame["alpha"], "o-", color="C0", ms=4, label="α with E held")
+    exponents.plot(frame["E"], frame["beta"], "s--", color="C1", ms=4, label="β with E held")
+    exponents.axhline(ALPHA_TARGET, color="C3", lw=0.8, ls=":", label=f"α target (CI above {ALPHA_TARGET})")
+    if fit is not None:
+        low, high = fit.ci["alpha"]
+        exponents.errorbar([fit.params["E"]], [fit.params["alpha"]], yerr=[[fit.params["alpha"] - low],
+                           [high - fit.params["alpha"]]], fmt="D", color="black", ms=5, capsize=3,
+                           label="free fit: α, 95 % CI")  # fmt: skip
+    exponents.set(xlabel="E held at (nats/token)", ylabel="fitted exponent", title="exponents along the profile")
+    exponents.legend(fontsize=6)
+    best = frame["objective"].min()
+    quality.plot(frame["E"], 100 * (frame["objective"] / best - 1), "o-", color="black", ms=4,
+                 label="objective above the best (%)")  # fmt: skip
+    quality.plot(frame["E"], 100 * frame["heldout_relative_error"], "s--", color="C2", ms=4,
+                 label="leave-one-size-out error (%)")  # fmt: skip
+    quality.set(xlabel="E held at (nats/token)", ylabel="%", yscale="symlog", title="fit quality along the profile")
+    quality.legend(fontsize=6)
+    add_footer(
+        fig,
+        "This run's annealed ladder grid, the Chinchilla law refitted with E fixed at each point (no bootstrap). "
+        f"Epoch AI's refit of Chinchilla (44M–16B parameters): α = {EPOCH_AI['alpha']}, E = {EPOCH_AI['E']}.",
     )
     return fig
 

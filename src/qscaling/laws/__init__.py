@@ -8,7 +8,7 @@ result.to_json("results/fits/capybara.json"); load_fit("results/fits/capybara.js
 """
 
 from qscaling.laws import baseline, chen2025, kumar2024, ouyang2024, sun2025
-from qscaling.laws.core import Fit, Law, PaperParams, Param, compare_sources, fit, start_grid, start_sample
+from qscaling.laws.core import Fit, Law, PaperParams, Param, compare_sources, fit, profile, start_grid, start_sample
 
 LAWS: dict[str, Law] = {
     law.name: law
@@ -60,5 +60,5 @@ def load_fit(path) -> Fit:
 
 __all__ = [
     "LAWS", "Fit", "Law", "PaperParams", "Param", "compare_sources", "derived_quantities", "fit", "get_law",
-    "load_fit", "start_grid", "start_sample",
+    "load_fit", "profile", "start_grid", "start_sample",
 ]  # fmt: skip

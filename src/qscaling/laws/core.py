@@ -572,6 +572,25 @@ def _fit_with_fixed(law: Law, table, fixed: Mapping[str, float], **options) -> F
     )
 
 
+def profile(law: Law, table, name: str, values, **options) -> pd.DataFrame:
+    """`law` refitted with `name` held at each of `values`, every other parameter free (no bootstrap): one row per
+    value with every parameter, the objective, the RMSE of the loss and the held-out error. Where the objective is
+    flat over a range of `name`, the data do not identify it there — and the other parameters' runs along that
+    ridge are what is left undetermined with it. `options` go to `fit` (group_col, run_col, starts, seed)."""
+    rows = []
+    for value in values:
+        result = fit(law, table, fixed={name: float(value)}, bootstrap=0, **options)
+        rows.append(
+            {
+                **result.params,
+                "objective": result.objective,
+                "rmse": result.rmse,
+                "heldout_relative_error": result.heldout_relative_error,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
 def _jacobian_condition(law: Law, columns, z_best: np.ndarray, params: Mapping[str, float]) -> float | None:
     """Condition number of d log(prediction) / d(optimiser coordinates) over the parameters off their bounds."""
     on_bound = {note.split(" = ")[0] for note in _bound_notes(law, params)}

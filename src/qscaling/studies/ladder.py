@@ -7,6 +7,11 @@ runs Kumar et al.'s PTQ grid quantizes). Sweep (`lr_sweep`, target `snakemake la
 grid budget nearest `tokens_per_param`·N, with the recipe's peak LR times each of `lr_multipliers`; the ×1 point is
 the grid's own run. Each size's optimum is the vertex of a parabola in log LR through its three best points, and
 LR*(N) is fitted as a power law — the `training.lr` / `lr_exponent` the config should carry.
+
+Whether the size exponent is identified: the fit's profile over the irreducible loss E (the `e_profile` fit table,
+the fit redone with E held at each of E_PROFILE_POINTS values from its lower bound to just under the least loss
+measured). Where the objective stays flat while E moves, E is not identified, and α moves along with it: the range
+α takes on that ridge is what the ladder's sizes leave undetermined.
 """
 
 import math
@@ -16,16 +21,22 @@ import pandas as pd
 from scipy import stats
 
 from qscaling.config import ConfigError, check_sizes
+from qscaling.laws import LAWS, profile
 from qscaling.laws.baseline import CHINCHILLA
 from qscaling.plan import peak_lr
 from qscaling.studies import Evaluation, Job, Scoring, label, non_embedding_params, scaled_peak_lr, try_fit
-from qscaling.studies.claims import INCONCLUSIVE, claim, positive_parameter_claim
+from qscaling.studies.claims import INCONCLUSIVE, ci_within_bounds, claim, positive_parameter_claim
 
 STUDY = "ladder"
 FIGURES = "qscaling.figures.common"
 SHARED_SETTINGS = ("training",)
 EPOCH_AI = CHINCHILLA.paper_params["epoch2024"]  # Besiroglu et al.'s refit of Chinchilla: α 0.348, β 0.366
 HELDOUT_TARGET = 0.03  # leave-one-size-out relative error the ladder is designed to reach
+ALPHA_TARGET = 0.1  # the lower end of α's 95 % CI the ladder is designed to reach
+FIT_TABLES = ("e_profile",)
+E_PROFILE_POINTS = 8
+E_PROFILE_TOP = 0.9  # the profile's largest E, as a share of the least loss measured (E must stay below every loss)
+FLAT = 0.01  # a profile point fits "as well" as the best when its objective is within this share of the best's
 
 
 def check_config(config: dict) -> None:
@@ -202,6 +213,45 @@ def fit_laws(table: pd.DataFrame, settings: dict) -> dict:
     }
 
 
+def fit_tables(table: pd.DataFrame, settings: dict) -> dict:
+    """The Chinchilla fit's profile over E (module docstring); empty where the grid is too small to fit."""
+    rows = grid_rows(table)
+    if len(rows) <= len(CHINCHILLA.params):
+        return {"e_profile": pd.DataFrame()}
+    low = next(param.low for param in CHINCHILLA.params if param.name == "E")
+    values = np.linspace(low, E_PROFILE_TOP * rows["loss"].min(), E_PROFILE_POINTS)
+    return {"e_profile": profile(LAWS["chinchilla"], rows, "E", values, group_col="N", run_col="run", seed=0)}
+
+
+def flat_ridge(e_profile: pd.DataFrame) -> pd.DataFrame:
+    """The profile's points that fit within FLAT of its best objective."""
+    return e_profile[e_profile["objective"] <= (1 + FLAT) * e_profile["objective"].min()]
+
+
+def alpha_identified_claim(fit, e_profile: pd.DataFrame | None) -> dict:
+    """α's CI above ALPHA_TARGET; where it is not, the profile over E says why (or that it does not)."""
+    text = f"Chinchilla α is identified: its 95 % CI lies above {ALPHA_TARGET} (the ladder's design target)"
+    low, high, reached = ci_within_bounds(fit, "alpha")
+    ci = f"[{low:.3f}, {high:.3f}]"
+    if fit.at_bound("alpha") or reached:
+        where = "at its bound" if fit.at_bound("alpha") else "CI reaches its bound"
+        return claim(STUDY, text, statistic=f"α = {fit.params['alpha']:.3f}, {where}", ci=ci, verdict=INCONCLUSIVE)
+    if low >= ALPHA_TARGET:
+        return claim(STUDY, text, statistic=f"α = {fit.params['alpha']:.3f}", ci=ci, verdict="reproduced")
+    statistic = (
+        f"α = {fit.params['alpha']:.3f}, E = {fit.params['E']:.3g} (E's CI {fit.ci['E'][0]:.3g}–{fit.ci['E'][1]:.3g})"
+    )
+    if e_profile is not None and not e_profile.empty:
+        ridge = flat_ridge(e_profile)
+        statistic += (
+            f"; with E held anywhere in [{ridge['E'].min():.3g}, {ridge['E'].max():.3g}] the fit is as good (objective "
+            f"within {FLAT:.0%} of the best, held-out error {ridge['heldout_relative_error'].min():.2%}–"
+            f"{ridge['heldout_relative_error'].max():.2%}) while α runs {ridge['alpha'].min():.3f}–"
+            f"{ridge['alpha'].max():.3f}: E and α are not separately identified by these sizes"
+        )
+    return claim(STUDY, text, statistic=statistic, ci=ci, verdict=INCONCLUSIVE)
+
+
 def heldout_claim(fit) -> dict:
     text = (
         f"The Chinchilla law predicts a size it never saw within {HELDOUT_TARGET:.0%} "
@@ -254,5 +304,6 @@ def claims(tables: dict, fits: dict, settings: dict) -> list[dict]:
     for name in ("alpha", "beta"):
         text = f"Chinchilla {'α (model size)' if name == 'alpha' else 'β (data)'} exponent is positive"
         out.append(positive_parameter_claim(STUDY, text, fit, name, paper=EPOCH_AI[name]))
+    out.append(alpha_identified_claim(fit, tables.get("e_profile")))
     out.append(heldout_claim(fit))
     return out
