@@ -460,7 +460,9 @@ def fig14(tables, fits):
         for precision, (label, color) in _PRECISION_STYLE.items():
             rows = curves[(curves["size"] == size) & (curves["precision"] == precision) & (curves["seed"] == main_seed)]
             top.errorbar(rows["D"], rows["loss"], yerr=rows["loss_se"], fmt="o-", ms=3, color=color, label=label)
-        top.set(title=f"{size} (N = {compact_number(float(f'{n:.2g}'))})", ylabel="training loss" if column == 0 else "")
+        top.set(
+            title=f"{size} (N = {compact_number(float(f'{n:.2g}'))})", ylabel="training loss" if column == 0 else ""
+        )
         for seed, rows in gaps[gaps["size"] == size].groupby("seed"):
             style = "-" if seed == main_seed else "--"
             bottom.plot(rows["D"], rows["gap"], style, marker="o", ms=3, color="C3", label=f"seed {seed}")
