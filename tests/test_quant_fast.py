@@ -1,4 +1,4 @@
-"""The compiled CPU path and the dispatcher give the reference's bits for every kind of spec."""
+"""The Inductor-compiled CPU path and the dispatcher give the reference's bits for every kind of spec."""
 
 import pytest
 import torch
@@ -22,6 +22,13 @@ SPECS = [
     "fp:e4m3:unscaled:unreserved",
     "fp:e8m10:channel:ieee",
 ]
+
+
+@pytest.fixture(autouse=True)
+def without_the_cpp_kernel(monkeypatch):
+    """These tests are about the paths the dispatcher takes where the C++ kernel (tests/test_cpu_kernel.py) is not
+    built or does not cover a spec."""
+    monkeypatch.setattr(dispatch.cpu_kernel, "available", lambda: False)
 
 
 @pytest.mark.parametrize("text", SPECS)

@@ -1,10 +1,11 @@
 """`quantize(x, spec)`: route a tensor to the fastest path that is bit-exact with the reference.
 
-CUDA tensors go to the Triton kernels (qscaling.kernels) when triton is importable; large CPU tensors go
-to the compiled CPU path (qscaling.quant.fast) once this process has quantized enough to repay starting it;
-other CPU tensors of whole groups under an FP spec run that path's float32 arithmetic eagerly (faster than the
-reference's float64); everything else — INT specs on small tensors, where a compilation would cost more than it
-saves, ragged last groups, and specs a kernel does not cover — runs the reference. All paths compute in float32 and give the same bits, so
+CUDA tensors go to the Triton kernels (qscaling.kernels) when triton is importable; CPU tensors to the C++ kernel
+(qscaling.quant.cpu_kernel, built once per machine and cached on disk) for every spec it covers — all but
+stochastic rounding and absmean scales. Where it cannot be built (no C++ compiler or ninja), or for the specs it
+leaves out: large CPU tensors go to the Inductor-compiled path (qscaling.quant.fast) once this process has
+quantized enough to repay starting it; other CPU tensors of whole groups under an FP spec run that path's float32
+arithmetic eagerly (faster than the reference's float64); everything else runs the reference. All paths compute in float32 and give the same bits, so
 the choice never changes a result.
 """
 
@@ -12,7 +13,7 @@ import importlib.util
 
 import torch
 
-from qscaling.quant import fast
+from qscaling.quant import cpu_kernel, fast
 from qscaling.quant.reference import quantize_reference
 from qscaling.quant.spec import QuantSpec, parse_spec
 
@@ -98,6 +99,8 @@ def _quantize_on_fastest_path(x: torch.Tensor, spec: QuantSpec, out: torch.Tenso
 
         if fake_quant.supports(x32, spec):
             return fake_quant.quantize_triton(x32, spec, out=out).to(x.dtype)
+    if cpu_kernel.supports(x32, spec) and cpu_kernel.available():
+        return cpu_kernel.quantize_cpu(x32, spec, out=out).to(x.dtype)
     if x.device.type == "cpu" and x.numel() >= MIN_ELEMENTS_FOR_FAST_PATH and fast.supports(x32, spec):
         global _reference_elements
         if _reference_elements >= FAST_PATH_AFTER_ELEMENTS:

@@ -39,7 +39,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from qscaling.quant import choose_qparams, code_range, parse_spec, quantize
+from qscaling.quant import choose_qparams, code_range, cpu_kernel, parse_spec, quantize
 from qscaling.quant.learnable import (
     ACTIVATION_QUANTIZERS,
     PARAMETER_NAMES,
@@ -302,6 +302,20 @@ def _needed_clamp_mask(x: torch.Tensor, spec) -> torch.Tensor | None:
     return clamp_mask(x, spec)
 
 
+def quantize_with_clamp_mask(x: torch.Tensor, spec, clipped: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """`quantize(x, spec)` and, for the clipped STE, `_needed_clamp_mask(x, spec)` — both from one pass of the C++
+    kernel where it takes x; x itself and no mask when spec is None."""
+    if spec is None:
+        return x, None
+    if clipped:
+        spec = parse_spec(spec)
+        x32 = x.detach().to(torch.float32).contiguous()
+        if not never_clamps_finite(spec) and cpu_kernel.supports(x32, spec) and cpu_kernel.available():
+            mask = torch.empty(x.shape, dtype=torch.bool)
+            return cpu_kernel.quantize_cpu(x32, spec, mask=mask).to(x.dtype), mask
+    return quantize(x, spec), _needed_clamp_mask(x, spec) if clipped else None
+
+
 def clamp_mask_by_codes(x: torch.Tensor, spec) -> torch.Tensor:
     """`clamp_mask` computed from the codes themselves, for every spec."""
     spec = parse_spec(spec)
@@ -324,10 +338,10 @@ class QuantizeSTE(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, spec, clipped):
-        quantized = quantize(x, spec)
-        ctx.clipped = clipped
-        if clipped:
-            ctx.save_for_backward(clamp_mask(x, spec))
+        quantized, mask = quantize_with_clamp_mask(x, spec, clipped)
+        ctx.clipped = mask is not None
+        if ctx.clipped:
+            ctx.save_for_backward(mask)
         return quantized
 
     @staticmethod
@@ -358,14 +372,11 @@ class QuantizedLinearFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, weight, bias, precision: LinearPrecision):
-        x_forward = _quantize_or_keep(x, precision.activations)
-        w_forward = _quantize_or_keep(weight, precision.weights)
+        x_forward, x_mask = quantize_with_clamp_mask(x, precision.activations, precision.clipped_ste)
+        w_forward, w_mask = quantize_with_clamp_mask(weight, precision.weights, precision.clipped_ste)
         x_backward = x_forward if precision.backward_activation is None else quantize(x, precision.backward_activation)
         w_backward = w_forward if precision.backward_weight is None else quantize(weight, precision.backward_weight)
-        masks = []
-        for tensor, spec in ((x, precision.activations), (weight, precision.weights)):
-            clipped = spec is not None and precision.clipped_ste
-            masks.append(_needed_clamp_mask(tensor, spec) if clipped else None)
+        masks = [x_mask, w_mask]
         ctx.precision = precision
         ctx.has_bias = bias is not None
         ctx.mask_present = [mask is not None for mask in masks]

@@ -1,0 +1,276 @@
+// Fake quantization on CPU in one pass per group: scale from the group's finite values, round, dequantize.
+//
+// Every operation is the float32 (or, where the reference computes in float64, the float64) operation of
+// qscaling.quant.reference, in the same order, so the bits are the reference's: built without FMA contraction
+// or fast-math, IEEE arithmetic is the same on every CPU. Stochastic rounding and absmean scales are left to the
+// other paths (qscaling.quant.cpu_kernel.supports).
+#include <torch/extension.h>
+
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <mutex>
+
+namespace {
+
+constexpr int kNearestEven = 0;
+constexpr int kNearestAway = 1;
+constexpr int kScaleFp32 = 0;
+constexpr int kScalePow2 = 1;
+constexpr int kScaleE8m0 = 2;
+
+struct Spec {
+  bool is_fp;
+  int rounding;
+  // INT
+  bool symmetric;
+  bool mulinv;
+  float divisor;  // amax / divisor (symmetric) or range / divisor (asymmetric)
+  float q_min, q_max;
+  // FP
+  bool unscaled;
+  int fp_scale;
+  int mantissa_bits, min_normal_exponent, max_exponent;
+  float max_value;
+  double overflow_value;
+  float inside;  // FP: |x·S| below this rounds onto the format (max + half the top binade's ulp)
+};
+
+inline float as_float(uint32_t bits) {
+  float value;
+  std::memcpy(&value, &bits, sizeof value);
+  return value;
+}
+
+inline uint32_t as_bits(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  return bits;
+}
+
+// 2^exponent for exponent in -149..127, from its bit pattern (below -126 a float32 subnormal).
+inline float power_of_two(int exponent) {
+  return as_float(exponent >= -126 ? static_cast<uint32_t>(exponent + 127) << 23 : 1u << ((exponent + 149) & 31));
+}
+
+float fp_scale(float amax, const Spec& s) {
+  if (s.unscaled || !(amax > 0.0f)) return 1.0f;
+  if (s.fp_scale == kScaleE8m0) {
+    int e;
+    std::frexp(static_cast<double>(amax), &e);
+    return power_of_two(std::clamp(s.max_exponent - (e - 1), -127, 127));
+  }
+  float quotient = std::min(s.max_value / amax, FLT_MAX);
+  if (s.fp_scale == kScalePow2) {
+    int e;
+    std::frexp(static_cast<double>(quotient), &e);
+    quotient = power_of_two(std::clamp(e - 1, -126, 127));
+  }
+  return quotient;
+}
+
+// Each loop below is element-wise with selects instead of branches, so the compiler vectorises it; std::rint is
+// round-half-even under the default rounding mode (torch.round).
+
+// fp_format.round_to_format of x·scale, then / scale, in float32 as qscaling.quant.fast computes it: the binade
+// from the exponent field (a float32 subnormal lies below every format's smallest normal binade, E <= 8), and
+// magnitude / ulp, its rounding and steps · ulp are exact. ±Inf overflows; NaN stays NaN.
+template <bool kAway, bool kMask>
+void fp_elements(const float* x, float* out, bool* mask, int64_t n, float scale, const Spec& s) {
+  const float overflow = static_cast<float>(s.overflow_value), max_value = s.max_value, inside = s.inside;
+  const int min_normal = s.min_normal_exponent, mantissa = s.mantissa_bits;
+  for (int64_t i = 0; i < n; ++i) {
+    float scaled = x[i] * scale;
+    float magnitude = std::fabs(scaled);
+    int binade = static_cast<int>((as_bits(magnitude) >> 23) & 0xFF) - 127;
+    binade = binade < min_normal ? min_normal : binade;
+    float ulp = power_of_two(std::min(binade - mantissa, 127));
+    float steps = magnitude / ulp;
+    steps = kAway ? std::floor(steps + 0.5f) : std::rint(steps);
+    float rounded = steps * ulp;
+    rounded = rounded > max_value ? overflow : rounded;
+    rounded = magnitude > FLT_MAX ? overflow : rounded;
+    rounded = magnitude != magnitude ? magnitude : rounded;
+    out[i] = std::copysign(rounded, scaled) / scale;
+    if constexpr (kMask) mask[i] = magnitude < inside;
+  }
+}
+
+// (clamp(round(x/s) + z, q_min, q_max) - z)·s; a NaN code fails both comparisons and stays NaN.
+template <bool kMulinv, bool kAway, bool kMask>
+void int_elements(const float* x, float* out, bool* mask, int64_t n, float scale, float zero_point, const Spec& s) {
+  const float reciprocal = 1.0f / scale, q_min = s.q_min, q_max = s.q_max;
+  for (int64_t i = 0; i < n; ++i) {
+    float scaled = kMulinv ? x[i] * reciprocal : x[i] / scale;
+    float rounded;
+    if constexpr (kAway) {  // the reference rounds the magnitude in float64, where |y| + 0.5 is exact
+      double wide = scaled;
+      rounded = static_cast<float>(std::copysign(std::floor(std::fabs(wide) + 0.5), wide));
+    } else {
+      rounded = std::rint(scaled);
+    }
+    float codes = rounded + zero_point;
+    if constexpr (kMask) mask[i] = codes >= q_min && codes <= q_max;
+    codes = codes < q_min ? q_min : codes;
+    codes = codes > q_max ? q_max : codes;
+    out[i] = (codes - zero_point) * scale;
+  }
+}
+
+// One group of n elements; its scale (and zero point) from `amax`, `low`, `high`; `mask` (or null): where the
+// clipped straight-through estimator passes the gradient — the code before clamping lies in the code range (INT),
+// |x·S| rounds onto the format rather than past its maximum (FP); NaN passes nothing.
+template <bool kMask>
+void quantize_group(const float* x, float* out, bool* mask, int64_t n, const Spec& s, float amax, float low,
+                    float high) {
+  bool away = s.rounding == kNearestAway;
+  if (s.is_fp) {
+    float scale = fp_scale(amax, s);
+    away ? fp_elements<true, kMask>(x, out, mask, n, scale, s) : fp_elements<false, kMask>(x, out, mask, n, scale, s);
+    return;
+  }
+  float scale = std::max((s.symmetric ? amax : high - low) / s.divisor, FLT_MIN);
+  float zero_point = 0.0f;
+  if (!s.symmetric) zero_point = std::clamp(std::rint(-low / scale), 0.0f, s.q_max);
+  if (s.mulinv) {
+    away ? int_elements<true, true, kMask>(x, out, mask, n, scale, zero_point, s)
+         : int_elements<true, false, kMask>(x, out, mask, n, scale, zero_point, s);
+  } else {
+    away ? int_elements<false, true, kMask>(x, out, mask, n, scale, zero_point, s)
+         : int_elements<false, false, kMask>(x, out, mask, n, scale, zero_point, s);
+  }
+}
+
+void quantize_group(const float* x, float* out, bool* mask, int64_t n, const Spec& s, float amax, float low,
+                    float high) {
+  mask ? quantize_group<true>(x, out, mask, n, s, amax, low, high)
+       : quantize_group<false>(x, out, mask, n, s, amax, low, high);
+}
+
+// The finite values' absolute maximum (0 where a group has none, as the reference's zeros): an unsigned maximum
+// of |x|'s bit patterns, which order like the values, with ±Inf and NaN patterns (above FLT_MAX's) counted as 0.
+// Kept out of line, so the vectoriser sees a plain unsigned max reduction returned, not a bit cast of it.
+__attribute__((noinline)) uint32_t group_amax_bits(const float* x, int64_t n) {
+  typedef uint32_t __attribute__((may_alias)) aliased_bits;
+  const aliased_bits* bits = reinterpret_cast<const aliased_bits*>(x);
+  uint32_t largest = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t magnitude = bits[i] & 0x7FFFFFFFu;
+    uint32_t finite = magnitude & (0u - static_cast<uint32_t>(magnitude <= 0x7F7FFFFFu));
+    largest = finite > largest ? finite : largest;
+  }
+  return largest;
+}
+
+// The finite values' minimum and maximum, each clamped to include 0, in kLanes independent lanes so the loop
+// vectorises (min and max of finite floats do not depend on the order).
+constexpr int kLanes = 8;
+
+void group_low_high(const float* x, int64_t n, float* low, float* high) {
+  float lo[kLanes] = {}, hi[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int j = 0; j < kLanes; ++j) {
+      float v = std::fabs(x[i + j]) <= FLT_MAX ? x[i + j] : 0.0f;
+      lo[j] = v < lo[j] ? v : lo[j];
+      hi[j] = v > hi[j] ? v : hi[j];
+    }
+  }
+  for (; i < n; ++i) {
+    float v = std::fabs(x[i]) <= FLT_MAX ? x[i] : 0.0f;
+    lo[0] = v < lo[0] ? v : lo[0];
+    hi[0] = v > hi[0] ? v : hi[0];
+  }
+  for (int j = 1; j < kLanes; ++j) {
+    lo[0] = lo[j] < lo[0] ? lo[j] : lo[0];
+    hi[0] = hi[j] > hi[0] ? hi[j] : hi[0];
+  }
+  *low = lo[0];
+  *high = hi[0];
+}
+
+// What a group's scale is made from: amax, or (asymmetric INT) its low and high.
+void group_range(const float* x, int64_t n, const Spec& s, float* amax, float* low, float* high) {
+  *amax = *low = *high = 0.0f;
+  if (!s.is_fp && !s.symmetric) {
+    group_low_high(x, n, low, high);
+  } else {
+    *amax = as_float(group_amax_bits(x, n));
+  }
+}
+
+}  // namespace
+
+// x, out: contiguous float32 [rows, row_length]; mask: an empty tensor, or a contiguous bool tensor of x's size
+// that receives the clipped STE's mask. group_size: elements per group along a row (the last group of a row may
+// be shorter); 0: one group for the whole tensor.
+void fake_quantize(torch::Tensor x, torch::Tensor out, torch::Tensor mask, int64_t row_length, int64_t group_size,
+                   bool is_fp, int64_t rounding, bool symmetric, bool mulinv, double divisor, double q_min,
+                   double q_max, bool unscaled, int64_t fp_scale_kind, int64_t mantissa_bits,
+                   int64_t min_normal_exponent, int64_t max_exponent, double max_value, double overflow_value,
+                   double inside) {
+  TORCH_CHECK(x.is_contiguous() && out.is_contiguous() && x.scalar_type() == at::kFloat &&
+              out.scalar_type() == at::kFloat && x.numel() == out.numel() && x.device().is_cpu(),
+              "fake_quantize: x and out must be contiguous float32 CPU tensors of one size");
+  bool* flags = nullptr;
+  if (mask.numel()) {
+    TORCH_CHECK(mask.is_contiguous() && mask.scalar_type() == at::kBool && mask.numel() == x.numel(),
+                "fake_quantize: mask must be a contiguous bool tensor of x's size");
+    flags = mask.data_ptr<bool>();
+  }
+  Spec s{is_fp,
+         static_cast<int>(rounding),
+         symmetric,
+         mulinv,
+         static_cast<float>(divisor),
+         static_cast<float>(q_min),
+         static_cast<float>(q_max),
+         unscaled,
+         static_cast<int>(fp_scale_kind),
+         static_cast<int>(mantissa_bits),
+         static_cast<int>(min_normal_exponent),
+         static_cast<int>(max_exponent),
+         static_cast<float>(max_value),
+         overflow_value,
+         static_cast<float>(inside)};
+  const float* in = x.data_ptr<float>();
+  float* result = out.data_ptr<float>();
+  int64_t numel = x.numel();
+  if (numel == 0) return;
+  if (group_size == 0) {
+    float amax = 0.0f, low = 0.0f, high = 0.0f;
+    std::mutex merge;
+    at::parallel_for(0, numel, 1 << 16, [&](int64_t begin, int64_t end) {
+      float a, lo, hi;
+      group_range(in + begin, end - begin, s, &a, &lo, &hi);
+      std::lock_guard<std::mutex> lock(merge);
+      amax = a > amax ? a : amax;
+      low = lo < low ? lo : low;
+      high = hi > high ? hi : high;
+    });
+    at::parallel_for(0, numel, 1 << 16, [&](int64_t begin, int64_t end) {
+      quantize_group(in + begin, result + begin, flags ? flags + begin : nullptr, end - begin, s, amax, low, high);
+    });
+    return;
+  }
+  int64_t rows = numel / row_length;
+  int64_t groups_per_row = (row_length + group_size - 1) / group_size;
+  int64_t grain = std::max<int64_t>(1, (1 << 14) / group_size);
+  at::parallel_for(0, rows * groups_per_row, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t g = begin; g < end; ++g) {
+      int64_t row = g / groups_per_row, start = (g % groups_per_row) * group_size;
+      int64_t n = std::min(group_size, row_length - start);
+      const float* group = in + row * row_length + start;
+      float amax, low, high;
+      group_range(group, n, s, &amax, &low, &high);
+      int64_t offset = row * row_length + start;
+      quantize_group(group, result + offset, flags ? flags + offset : nullptr, n, s, amax, low, high);
+    }
+  });
+}
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("fake_quantize", &fake_quantize, "fake quantization, one pass per group"); }

@@ -1,0 +1,124 @@
+"""The C++ CPU kernel: the reference's bits for every spec it covers, on rows with NaN, ±Inf, subnormals, ±0 and
+near-ties, whole and ragged groups; the dispatcher sends CPU tensors to it, and what it leaves out elsewhere."""
+
+import pytest
+import torch
+from conftest import awkward_rows, same_bits
+
+from qscaling.quant import cpu_kernel, dispatch, parse_spec, quantize, quantize_reference
+
+SPECS = [
+    "int4:g128",
+    "int4:g5",
+    "int3:g32:asym",
+    "int4:g7:asym:nearest-away",
+    "int8:tensor:asym",
+    "int8:token:mulinv",
+    "int4:channel:gptq:nearest-away",
+    "int2:tensor",
+    "int3:g32:gptq:narrow",
+    "int2:channel:gptq:narrow",
+    "fp:e4m3:b32",
+    "fp:e1m1:b7",
+    "fp:e2m1:b32:e8m0",
+    "fp:e4m3:b32:e8m0:nearest-away",
+    "fp:e3m2:b24:pow2",
+    "fp:e5m2:channel:pow2:inf",
+    "fp:e5m2:b16:ieee:inf",
+    "fp:e2m3:tensor:nearest-away",
+    "fp:e4m3:unscaled:unreserved",
+    "fp:e8m10:channel:ieee",
+    "fp:e0m3:channel",
+    "fp:e8m0:tensor",
+]
+
+pytestmark = pytest.mark.skipif(not cpu_kernel.available(), reason="the C++ kernel cannot be built here")
+
+
+@pytest.mark.parametrize("text", SPECS)
+def test_kernel_matches_reference_bit_for_bit(text):
+    spec = parse_spec(text)
+    for rows, cols in ((8, 256), (20, 200), (3, 37)):  # whole groups, ragged last groups, odd rows
+        x = awkward_rows(rows, cols, seed=rows + cols)
+        assert same_bits(cpu_kernel.quantize_cpu(x, spec), quantize_reference(x, spec)), (rows, cols)
+
+
+def test_kernel_writes_into_out_and_refuses_what_it_does_not_cover():
+    x = awkward_rows(4, 64, seed=2)
+    out = torch.empty_like(x)
+    assert cpu_kernel.quantize_cpu(x, parse_spec("int4:g32"), out=out) is out
+    assert same_bits(out, quantize_reference(x, "int4:g32"))
+    for text in ("int4:g32:stochastic", "int2:tensor:absmean:narrow"):
+        assert not cpu_kernel.supports(x, parse_spec(text))
+        with pytest.raises(ValueError, match="quantize_cpu: needs the built kernel"):
+            cpu_kernel.quantize_cpu(x, parse_spec(text))
+    assert not cpu_kernel.supports(x.t(), parse_spec("int4:g32"))  # not contiguous
+
+
+def test_dispatcher_sends_cpu_tensors_of_every_size_to_the_kernel(monkeypatch):
+    calls = []
+    original = cpu_kernel.quantize_cpu
+    monkeypatch.setattr(
+        cpu_kernel, "quantize_cpu", lambda x, spec, out=None: calls.append(str(spec)) or original(x, spec, out)
+    )
+    small, large = torch.randn(64, 24), torch.randn(dispatch.MIN_ELEMENTS_FOR_FAST_PATH // 128, 128)
+    for x, text in ((small, "int4:token"), (small[:, :20], "fp:e4m3:b8"), (large, "fp:e2m1:b32")):
+        assert same_bits(quantize(x, text), quantize_reference(x, text))
+    quantize(large, "int4:g32:stochastic")  # left to the other paths
+    assert calls == ["int4:token", "fp:e4m3:b8", "fp:e2m1:b32"]
+    bf16 = torch.randn(16, 32, dtype=torch.bfloat16)
+    assert torch.equal(quantize(bf16, "int4:g32"), quantize_reference(bf16, "int4:g32"))
+
+
+def test_a_kernel_that_cannot_be_built_warns_once_and_leaves_the_other_paths(monkeypatch):
+    import torch.utils.cpp_extension
+
+    def no_compiler(**options):
+        raise RuntimeError("Ninja is required to load C++ extensions")
+
+    monkeypatch.setattr(torch.utils.cpp_extension, "load", no_compiler)
+    cpu_kernel._extension.cache_clear()
+    try:
+        with pytest.warns(UserWarning, match=r"C\+\+ fake-quant kernel could not be built \(Ninja is required"):
+            assert not cpu_kernel.available()
+        x = awkward_rows(4, 64, seed=3)
+        assert same_bits(quantize(x, "fp:e4m3:b32"), quantize_reference(x, "fp:e4m3:b32"))
+    finally:
+        cpu_kernel._extension.cache_clear()
+
+
+@pytest.mark.parametrize("text", SPECS)
+def test_the_fused_mask_is_the_clipped_stes(text):
+    from qscaling.quant.qat import clamp_mask_by_codes
+
+    spec = parse_spec(text)
+    x = awkward_rows(20, 200, seed=4)
+    mask = torch.empty(x.shape, dtype=torch.bool)
+    cpu_kernel.quantize_cpu(x, spec, mask=mask)
+    assert torch.equal(mask, clamp_mask_by_codes(x, spec))
+
+
+def test_qat_gradients_are_the_same_bits_with_and_without_the_kernel(monkeypatch):
+    """A quantized linear layer's forward and backward (Sun et al.'s backward GEMM inputs too) through the kernel's
+    fused quantize-and-mask, and through the torch paths."""
+    from qscaling.quant.qat import LinearPrecision, QuantizedLinearFunction
+
+    precision = LinearPrecision(
+        weights=parse_spec("fp:e4m3:b8"),
+        activations=parse_spec("int4:g8:asym"),
+        backward_weight=parse_spec("fp:e2m1:b8"),
+        backward_activation=parse_spec("int8:token"),
+        backward_grad_output=parse_spec("fp:e5m2:b8"),
+    )
+
+    def step():
+        generator = torch.Generator().manual_seed(0)
+        x = (torch.randn(64, 24, generator=generator) * 3).requires_grad_()
+        weight = torch.randn(16, 24, generator=generator).requires_grad_()
+        QuantizedLinearFunction.apply(x, weight, None, precision).square().sum().backward()
+        return x.grad, weight.grad
+
+    with_kernel = step()
+    monkeypatch.setattr(cpu_kernel, "available", lambda: False)
+    without = step()
+    assert all(same_bits(a, b) for a, b in zip(with_kernel, without))
