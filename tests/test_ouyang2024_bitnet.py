@@ -139,3 +139,13 @@ def test_fig14_draws_both_losses_per_size_and_every_seeds_gap():
     assert [line["label"] for line in first_size] == ["seed 0", "seed 1"]
     assert first_size[0]["y"] == pytest.approx(gaps[(gaps["size"] == "N3k") & (gaps["seed"] == 0)]["gap"].tolist())
     assert [line["label"] for line in bottom[1]["lines"] if line["label"].startswith("seed")] == ["seed 0"]
+
+
+def test_the_bitnet_runs_are_planned_whatever_the_checkpoint_source(raw_config):
+    """At paper scale the QiD grid reads released checkpoints; Fig. 14's runs are still trained."""
+    from qscaling.studies import plan_all
+
+    config = resolve_config({**raw_config, "scale": "paper"})
+    planner, _ = plan_all(config, corpus_id(config))
+    assert config["studies"][study.STUDY]["source"] == "hub"
+    assert all(run["run"] in planner.runs for run in study.bitnet_runs(config, Planner(config, corpus_id(config))))

@@ -28,12 +28,6 @@ TRITON_AVAILABLE = importlib.util.find_spec("triton") is not None
 _reference_elements = 0  # fast-path-sized elements this process has quantized on the reference so far
 
 
-def start_fast_path() -> None:
-    """Send fast-path-sized tensors to the compiled path from now on in this process (benchmarks, long jobs)."""
-    global _reference_elements
-    _reference_elements = max(_reference_elements, FAST_PATH_AFTER_ELEMENTS)
-
-
 def quantize(x: torch.Tensor, spec: QuantSpec | str, out: torch.Tensor | None = None) -> torch.Tensor:
     """Fake-quantize (quantize, then dequantize) x under spec; same dtype and shape out.
 

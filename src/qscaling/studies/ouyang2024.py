@@ -81,8 +81,9 @@ def check_config(config: dict) -> None:
 
 def plan(config: dict, planner) -> list[Evaluation]:
     """Trunk checkpoints of our ladder, (`source: hub`, paper scale) released Pythia revisions, or (`source:
-    local`) your own checkpoints."""
+    local`) your own checkpoints; whatever the source, Fig. 14's BitNet and fp32 trunks are trained here."""
     study = config["studies"][STUDY]
+    bitnet_runs(config, planner)
     if study["source"] == "local":
         return local_evaluations(STUDY, study["local"], planner)
     if study["source"] == "hub":
@@ -93,7 +94,6 @@ def plan(config: dict, planner) -> list[Evaluation]:
             for size, repo in hub["models"].items()
             for tokens in sorted(revisions)
         ]
-    bitnet_runs(config, planner)
     tokens = checkpoints(config)
     return [
         Evaluation(STUDY, planner.trunk(size, upto=study["last_checkpoint"], milestones=tokens), milestone)
