@@ -2,7 +2,8 @@
 //
 // Every operation is the float32 (or, where the reference computes in float64, the float64) operation of
 // qscaling.quant.reference, in the same order, so the bits are the reference's: built without FMA contraction
-// or fast-math, IEEE arithmetic is the same on every CPU. Stochastic rounding and absmean scales are left to the
+// or fast-math, IEEE arithmetic is the same on every CPU. -fno-trapping-math only lets the compiler turn the
+// selects below into vector blends (no FP exception flags are read); it changes no value. Stochastic rounding and absmean scales are left to the
 // other paths (qscaling.quant.cpu_kernel.supports).
 #include <torch/extension.h>
 
@@ -34,7 +35,7 @@ struct Spec {
   // FP
   bool unscaled;
   int fp_scale;
-  int mantissa_bits, min_normal_exponent, max_exponent;
+  int exponent_bits, mantissa_bits, min_normal_exponent, max_exponent;
   float max_value;
   double overflow_value;
   float inside;  // FP: |x·S| below this rounds onto the format (max + half the top binade's ulp)
@@ -79,21 +80,36 @@ float fp_scale(float amax, const Spec& s) {
 // fp_format.round_to_format of x·scale, then / scale, in float32 as qscaling.quant.fast computes it: the binade
 // from the exponent field (a float32 subnormal lies below every format's smallest normal binade, E <= 8), and
 // magnitude / ulp, its rounding and steps · ulp are exact. ±Inf overflows; NaN stays NaN.
-template <bool kAway, bool kMask>
+//
+// kSplit (nearest-even, E <= 7), as qscaling.quant.fast's _round_nearest_even_split: Veltkamp's split rounds a to
+// M + 1 significant bits, ties to even, with no division (a capped at 2·max, so σ·a cannot overflow), and below
+// the smallest normal binade (a + C) − C rounds to its fixed ulp. Exact without FMA contraction or reassociation.
+template <bool kAway, bool kMask, bool kSplit>
 void fp_elements(const float* x, float* out, bool* mask, int64_t n, float scale, const Spec& s) {
   const float overflow = static_cast<float>(s.overflow_value), max_value = s.max_value, inside = s.inside;
   const int min_normal = s.min_normal_exponent, mantissa = s.mantissa_bits;
+  const float split_cap = 2.0f * max_value, split_factor = power_of_two(23 - mantissa) + 1.0f;
+  const float split_shift = power_of_two(min_normal - mantissa + 23), smallest_normal = power_of_two(min_normal);
   for (int64_t i = 0; i < n; ++i) {
     float scaled = x[i] * scale;
     float magnitude = std::fabs(scaled);
     int binade = static_cast<int>((as_bits(magnitude) >> 23) & 0xFF) - 127;
     binade = binade < min_normal ? min_normal : binade;
-    float ulp = power_of_two(std::min(binade - mantissa, 127));
-    float steps = magnitude / ulp;
-    steps = kAway ? std::floor(steps + 0.5f) : std::rint(steps);
-    float rounded = steps * ulp;
+    float rounded;
+    if constexpr (kSplit) {
+      float capped = magnitude > split_cap ? split_cap : magnitude;  // NaN stays NaN
+      float product = capped * split_factor;
+      float normal = product + (capped - product);
+      float subnormal = (capped + split_shift) - split_shift;
+      rounded = capped < smallest_normal ? subnormal : normal;
+    } else {
+      float ulp = power_of_two(std::min(binade - mantissa, 127));
+      float steps = magnitude / ulp;
+      steps = kAway ? std::floor(steps + 0.5f) : std::rint(steps);
+      rounded = steps * ulp;
+      rounded = magnitude > FLT_MAX ? overflow : rounded;
+    }
     rounded = rounded > max_value ? overflow : rounded;
-    rounded = magnitude > FLT_MAX ? overflow : rounded;
     rounded = magnitude != magnitude ? magnitude : rounded;
     out[i] = std::copysign(rounded, scaled) / scale;
     if constexpr (kMask) mask[i] = magnitude < inside;
@@ -130,7 +146,13 @@ void quantize_group(const float* x, float* out, bool* mask, int64_t n, const Spe
   bool away = s.rounding == kNearestAway;
   if (s.is_fp) {
     float scale = fp_scale(amax, s);
-    away ? fp_elements<true, kMask>(x, out, mask, n, scale, s) : fp_elements<false, kMask>(x, out, mask, n, scale, s);
+    if (away) {
+      fp_elements<true, kMask, false>(x, out, mask, n, scale, s);
+    } else if (s.exponent_bits <= 7) {
+      fp_elements<false, kMask, true>(x, out, mask, n, scale, s);
+    } else {
+      fp_elements<false, kMask, false>(x, out, mask, n, scale, s);
+    }
     return;
   }
   float scale = std::max((s.symmetric ? amax : high - low) / s.divisor, FLT_MIN);
@@ -210,7 +232,7 @@ void group_range(const float* x, int64_t n, const Spec& s, float* amax, float* l
 // be shorter); 0: one group for the whole tensor.
 void fake_quantize(torch::Tensor x, torch::Tensor out, torch::Tensor mask, int64_t row_length, int64_t group_size,
                    bool is_fp, int64_t rounding, bool symmetric, bool mulinv, double divisor, double q_min,
-                   double q_max, bool unscaled, int64_t fp_scale_kind, int64_t mantissa_bits,
+                   double q_max, bool unscaled, int64_t fp_scale_kind, int64_t exponent_bits, int64_t mantissa_bits,
                    int64_t min_normal_exponent, int64_t max_exponent, double max_value, double overflow_value,
                    double inside) {
   TORCH_CHECK(x.is_contiguous() && out.is_contiguous() && x.scalar_type() == at::kFloat &&
@@ -231,6 +253,7 @@ void fake_quantize(torch::Tensor x, torch::Tensor out, torch::Tensor mask, int64
          static_cast<float>(q_max),
          unscaled,
          static_cast<int>(fp_scale_kind),
+         static_cast<int>(exponent_bits),
          static_cast<int>(mantissa_bits),
          static_cast<int>(min_normal_exponent),
          static_cast<int>(max_exponent),

@@ -46,7 +46,13 @@ def _extension():
         return load(
             name=f"qscaling_fake_quant_{capability}",
             sources=[str(SOURCE)],
-            extra_cflags=["-O3", "-ffp-contract=off", "-fno-fast-math", *_VECTOR_FLAGS.get(capability, [])],
+            extra_cflags=[
+                "-O3",
+                "-ffp-contract=off",
+                "-fno-fast-math",
+                "-fno-trapping-math",
+                *_VECTOR_FLAGS.get(capability, []),
+            ],
             verbose=False,
         )
     except Exception as error:  # no compiler, no ninja, a read-only cache: the other paths serve
@@ -80,15 +86,15 @@ def quantize_cpu(
         fmt = spec.float_format
         overflow = float("inf") if spec.overflow == "inf" else fmt.max_value
         inside = fmt.max_value + 2.0 ** (fmt.max_exponent - fmt.mantissa_bits) / 2
-        fp = (spec.granularity == "unscaled", _FP_SCALES[spec.fp_scale], fmt.mantissa_bits, fmt.min_normal_exponent,
-              fmt.max_exponent, fmt.max_value, overflow, inside)  # fmt: skip
+        fp = (spec.granularity == "unscaled", _FP_SCALES[spec.fp_scale], fmt.exponent_bits, fmt.mantissa_bits,
+              fmt.min_normal_exponent, fmt.max_exponent, fmt.max_value, overflow, inside)  # fmt: skip
         integer = (True, False, 1.0, 0.0, 0.0)
     else:
         q_max = 2 ** (spec.bits - 1) - 1 if spec.symmetric else 2**spec.bits - 1
         q_min = (-q_max if spec.narrow else -q_max - 1) if spec.symmetric else 0
         divisor = (2**spec.bits - 1) / 2 if spec.int_scale == "gptq" else q_max
         integer = (spec.symmetric, spec.division == "mulinv", float(divisor), float(q_min), float(q_max))
-        fp = (False, 0, 0, 0, 0, 0.0, 0.0, 0.0)
+        fp = (False, 0, 0, 0, 0, 0, 0.0, 0.0, 0.0)
     flags = torch.empty(0, dtype=torch.bool) if mask is None else mask
     _extension().fake_quantize(
         x, out, flags, row_length, group_size, spec.kind == "fp", _ROUNDING[spec.rounding], *integer, *fp
