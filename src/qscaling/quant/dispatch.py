@@ -5,8 +5,8 @@ CUDA tensors go to the Triton kernels (qscaling.kernels) when triton is importab
 stochastic rounding and absmean scales. Where it cannot be built (no C++ compiler or ninja), or for the specs it
 leaves out: large CPU tensors go to the Inductor-compiled path (qscaling.quant.fast) once this process has
 quantized enough to repay starting it; other CPU tensors of whole groups under an FP spec run that path's float32
-arithmetic eagerly (faster than the reference's float64); everything else runs the reference. All paths compute in float32 and give the same bits, so
-the choice never changes a result.
+arithmetic eagerly (faster than the reference's float64); everything else runs the reference. All paths compute
+in float32 and give the same bits, so the choice never changes a result.
 """
 
 import importlib.util
