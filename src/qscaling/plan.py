@@ -153,9 +153,10 @@ def trained_tokens(plan: RunPlan) -> int:
 
 
 def compute_reuse(planner: Planner, checkpoints: dict[str, set[tuple[str, int]]]) -> list[dict]:
-    """Per study: its scored checkpoints (and training curves, as (run, tokens) too), and the runs only it needs (its checkpoints' runs and the trunks they
-    branch from, less those another study needs too) with the tokens they train; then "all": every run, against
-    one from-scratch run per scored checkpoint (N, D, precision, recipe) — the reuse ratio."""
+    """Per study: its scored checkpoints (and training curves, as (run, tokens) too), and the runs only it needs (its
+    checkpoints' runs and the trunks they branch from, less those another study needs too) with the tokens they
+    train; then "all": every run, against one from-scratch run per scored checkpoint or curve (N, D, precision,
+    recipe) — the reuse ratio."""
 
     def lineage(run_id: str) -> set[str]:
         trunk = planner.trunk_of(run_id)

@@ -3,8 +3,8 @@
 GB/s = bytes of float32 input processed per second (best of --repeats after a warm-up call, so one-off
 compilation is excluded and printed separately). `quantize` runs the C++ kernel (qscaling.quant.cpu_kernel); the
 Inductor-compiled path it replaced where the kernel builds is timed beside it. Every figure is also given as a
-ratio to the same tensor's ``copy_`` into a preallocated buffer: each timed call is paired with a timed copy_, so that the two see the same
-load on a shared machine, and the ratio is the median over the --repeats pairs. `quantize(x, spec)` returns a fresh
+ratio to the same tensor's ``copy_`` into a preallocated buffer: each timed call is paired with a timed copy_, so
+that the two see the same load on a shared machine, and the ratio is the median over the --repeats pairs. `quantize(x, spec)` returns a fresh
 tensor, which costs the allocation of its pages on every call; `quantize(x, spec, out=buf)` writes into a
 preallocated one. Set THP_MEM_ALLOC_ENABLE=1 in the environment (read by torch's allocator at start-up) to
 back large tensors with huge pages, which makes fresh allocations several times cheaper on Linux.

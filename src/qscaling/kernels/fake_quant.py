@@ -15,7 +15,7 @@ import torch
 import triton
 import triton.language as tl
 
-from qscaling.quant.int_format import code_range
+from qscaling.quant.int_format import code_range, scale_divisor
 from qscaling.quant.reference import choose_qparams
 from qscaling.quant.rounding import seed_key
 from qscaling.quant.spec import QuantSpec
@@ -192,11 +192,8 @@ def quantize_triton(x: torch.Tensor, spec: QuantSpec, out: torch.Tensor | None =
     fp = spec.kind == "fp"
     fmt = spec.float_format if fp else None
     bits = spec.bits or 8
-    if spec.symmetric:
-        q_min, q_max = code_range(bits, symmetric=True, narrow=spec.narrow)
-        divisor = float(q_max) if spec.int_scale == "absmax" else (2**bits - 1) / 2
-    else:
-        q_min, q_max, divisor = 0, 2**bits - 1, float(2**bits - 1)
+    q_min, q_max = code_range(bits, spec.symmetric, spec.narrow)
+    divisor = scale_divisor(bits, spec.symmetric, spec.int_scale)
     _fake_quant_kernel[grid](
         x,
         out,

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import torch
 
+from qscaling.quant.int_format import code_range, scale_divisor
+from qscaling.quant.reference import _group_size
 from qscaling.quant.spec import QuantSpec
 
 SOURCE = Path(__file__).resolve().parents[1] / "kernels" / "fake_quant_cpu.cpp"
@@ -76,12 +78,7 @@ def quantize_cpu(
         raise ValueError(f"quantize_cpu: needs the built kernel and a contiguous float32 CPU tensor for '{spec}'")
     out = torch.empty_like(x) if out is None else out
     row_length = x.shape[-1] if x.dim() else 1
-    if spec.granularity == "group":
-        group_size = spec.group_size
-    elif spec.granularity in ("channel", "token"):
-        group_size = row_length
-    else:
-        group_size = 0  # tensor, unscaled: one group
+    group_size = _group_size(spec, row_length) or 0  # 0: one group for the whole tensor (tensor, unscaled)
     if spec.kind == "fp":
         fmt = spec.float_format
         overflow = float("inf") if spec.overflow == "inf" else fmt.max_value
@@ -90,10 +87,9 @@ def quantize_cpu(
               fmt.min_normal_exponent, fmt.max_exponent, fmt.max_value, overflow, inside)  # fmt: skip
         integer = (True, False, 1.0, 0.0, 0.0)
     else:
-        q_max = 2 ** (spec.bits - 1) - 1 if spec.symmetric else 2**spec.bits - 1
-        q_min = (-q_max if spec.narrow else -q_max - 1) if spec.symmetric else 0
-        divisor = (2**spec.bits - 1) / 2 if spec.int_scale == "gptq" else q_max
-        integer = (spec.symmetric, spec.division == "mulinv", float(divisor), float(q_min), float(q_max))
+        q_min, q_max = code_range(spec.bits, spec.symmetric, spec.narrow)
+        divisor = scale_divisor(spec.bits, spec.symmetric, spec.int_scale)
+        integer = (spec.symmetric, spec.division == "mulinv", divisor, float(q_min), float(q_max))
         fp = (False, 0, 0, 0, 0, 0, 0.0, 0.0, 0.0)
     flags = torch.empty(0, dtype=torch.bool) if mask is None else mask
     _extension().fake_quantize(

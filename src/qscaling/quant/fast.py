@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 from qscaling.quant.fp_format import FloatFormat
-from qscaling.quant.int_format import code_range
+from qscaling.quant.int_format import code_range, scale_divisor
 from qscaling.quant.rounding import mix32, seed_key
 from qscaling.quant.spec import QuantSpec
 
@@ -79,7 +79,7 @@ def _round_signed(y: torch.Tensor, rounding: str, seed: int) -> torch.Tensor:
 def _int_rows(groups: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
     if spec.symmetric:
         q_min, q_max = code_range(spec.bits, symmetric=True, narrow=spec.narrow)
-        divisor = q_max if spec.int_scale == "absmax" else (2**spec.bits - 1) / 2
+        divisor = scale_divisor(spec.bits, True, spec.int_scale)
         magnitude = groups.abs()
         amax = torch.where(magnitude <= FLOAT32_MAX, magnitude, 0.0).amax(dim=-1, keepdim=True)
         scale = torch.clamp(amax / divisor, min=FLOAT32_TINY)

@@ -28,14 +28,21 @@ def code_range(bits: int, symmetric: bool, narrow: bool = False) -> tuple[int, i
     return 0, 2**bits - 1
 
 
+def scale_divisor(bits: int, symmetric: bool, convention: str = "absmax") -> float:
+    """What a group's amax (symmetric) or range (asymmetric) is divided by for its scale: 2^(b-1)-1 (``absmax``),
+    (2^b-1)/2 (``gptq``), 2^b-1 (asymmetric). Every path divides by this one float32-exact value."""
+    if not symmetric:
+        return float(2**bits - 1)
+    return float(2 ** (bits - 1) - 1) if convention == "absmax" else (2**bits - 1) / 2
+
+
 def symmetric_scale(amax: torch.Tensor, bits: int, convention: str = "absmax") -> torch.Tensor:
     """Scale from a float32 amax: amax/(2^(b-1)-1) (``absmax``) or amax/((2^b-1)/2) (``gptq``).
 
     amax/((2^b-1)/2) equals GPTQ's (amax - (-amax))/(2^b-1) bit for bit (doubling is exact) and cannot
     overflow.
     """
-    divisor = 2 ** (bits - 1) - 1 if convention == "absmax" else (2**bits - 1) / 2
-    return torch.clamp(amax / divisor, min=FLOAT32_TINY)
+    return torch.clamp(amax / scale_divisor(bits, True, convention), min=FLOAT32_TINY)
 
 
 def absmean_scale(magnitude_sum: torch.Tensor, count) -> torch.Tensor:
