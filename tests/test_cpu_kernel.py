@@ -6,6 +6,7 @@ import torch
 from conftest import awkward_rows, same_bits
 
 from qscaling.quant import cpu_kernel, dispatch, parse_spec, quantize, quantize_reference
+from qscaling.quant.qat import clamp_mask_by_codes
 
 SPECS = [
     "int4:g128",
@@ -89,26 +90,34 @@ def test_a_kernel_that_cannot_be_built_warns_once_and_leaves_the_other_paths(mon
 
 @pytest.mark.parametrize("text", SPECS)
 def test_the_fused_mask_is_the_clipped_stes(text):
-    from qscaling.quant.qat import clamp_mask_by_codes
-
     spec = parse_spec(text)
     x = awkward_rows(20, 200, seed=4)
-    mask = torch.empty(x.shape, dtype=torch.bool)
-    cpu_kernel.quantize_cpu(x, spec, mask=mask)
-    assert torch.equal(mask, clamp_mask_by_codes(x, spec))
+    expected = clamp_mask_by_codes(x, spec)
+    for dtype in (torch.bool, torch.float32):
+        mask = torch.full(x.shape, 7, dtype=dtype)
+        cpu_kernel.quantize_cpu(x, spec, mask=mask)
+        assert torch.equal(mask, expected.to(dtype)), dtype
 
 
-def test_qat_gradients_are_the_same_bits_with_and_without_the_kernel(monkeypatch):
+@pytest.mark.parametrize(
+    "backward",
+    [("fp:e2m1:b8", "int8:token", "fp:e5m2:b8"), ("fp:e4m3:b8", "int4:g8:asym", "fp:e4m3:b8")],
+    ids=["own-backward-specs", "backward-specs-as-forward"],
+)
+def test_qat_gradients_are_the_same_bits_with_and_without_the_kernel(monkeypatch, backward):
     """A quantized linear layer's forward and backward (Sun et al.'s backward GEMM inputs too) through the kernel's
-    fused quantize-and-mask, and through the torch paths."""
+    fused quantize-and-mask, and through the torch paths; a backward spec equal to the forward's reuses the forward
+    GEMM's input, with the bits of quantizing the latent tensor again."""
+    from qscaling.quant import qat
     from qscaling.quant.qat import LinearPrecision, QuantizedLinearFunction
 
+    backward_weight, backward_activation, backward_grad_output = backward
     precision = LinearPrecision(
         weights=parse_spec("fp:e4m3:b8"),
         activations=parse_spec("int4:g8:asym"),
-        backward_weight=parse_spec("fp:e2m1:b8"),
-        backward_activation=parse_spec("int8:token"),
-        backward_grad_output=parse_spec("fp:e5m2:b8"),
+        backward_weight=parse_spec(backward_weight),
+        backward_activation=parse_spec(backward_activation),
+        backward_grad_output=parse_spec(backward_grad_output),
     )
 
     def step():
@@ -119,6 +128,26 @@ def test_qat_gradients_are_the_same_bits_with_and_without_the_kernel(monkeypatch
         return x.grad, weight.grad
 
     with_kernel = step()
+    monkeypatch.setattr(qat, "_backward_input", lambda latent, forward, forward_spec, spec: quantize(latent, spec))
+    quantized_again = step()
     monkeypatch.setattr(cpu_kernel, "available", lambda: False)
     without = step()
+    assert all(same_bits(a, b) for a, b in zip(with_kernel, quantized_again))
     assert all(same_bits(a, b) for a, b in zip(with_kernel, without))
+
+
+@pytest.mark.parametrize("text", ["int4:g32", "int8:tensor:asym", "fp:e4m3:b32", "fp:e2m1:tensor"])
+def test_large_tensors_split_over_threads_keep_the_references_bits(text):
+    """Past at::parallel_for's grain the work is split over torch's threads (and prefetched ahead): the split
+    follows whole groups or merges a tensor's range, so one thread and two give the reference's bits."""
+    x = awkward_rows(1024, 384, seed=7)
+    expected = quantize_reference(x, text)
+    threads = torch.get_num_threads()
+    try:
+        for count in (1, 2):
+            torch.set_num_threads(count)
+            mask = torch.empty(x.shape)
+            assert same_bits(cpu_kernel.quantize_cpu(x, parse_spec(text), mask=mask), expected), count
+            assert torch.equal(mask, clamp_mask_by_codes(x, parse_spec(text)).float()), count
+    finally:
+        torch.set_num_threads(threads)

@@ -4,8 +4,9 @@ reference's bits for every spec but stochastic rounding and absmean scales.
 It is built by torch's cpp_extension the first time a process needs it (30–60 s, once per machine and CPU path)
 and cached on disk (`TORCH_EXTENSIONS_DIR`, default `~/.cache/torch_extensions`); later processes load the
 cached library in well under a second, so every job — a QAT step on tensors of a few thousand elements as much as
-a 4096² benchmark — takes it with no start-up to repay. Built without FMA contraction or fast-math, with AVX2
-where torch's CPU path uses it (`ATEN_CPU_CAPABILITY=default`: scalar code); the bits are the same either way.
+a 4096² benchmark — takes it with no start-up to repay. Built without FMA contraction or fast-math, with AVX2 or
+AVX-512 where torch's CPU path uses them (`ATEN_CPU_CAPABILITY=default`: scalar code); the bits are the same
+either way; large tensors are split over torch's own OpenMP threads (`_openmp_flags`).
 Without a C++ compiler or ninja the build fails once, says why in one warning, and `quantize` keeps its other
 paths.
 """
@@ -21,7 +22,9 @@ from qscaling.quant.reference import _group_size
 from qscaling.quant.spec import QuantSpec
 
 SOURCE = Path(__file__).resolve().parents[1] / "kernels" / "fake_quant_cpu.cpp"
-_VECTOR_FLAGS = {"avx2": ["-mavx2"], "avx512": ["-mavx2"]}  # AVX2 without FMA: the same IEEE ops, wider
+# Wider vectors, never FMA (-ffp-contract=off besides): the same IEEE operations, so the same bits on every path.
+_AVX512 = ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mprefer-vector-width=512"]
+_VECTOR_FLAGS = {"avx2": ["-mavx2"], "avx512": _AVX512}
 _ROUNDING = {"nearest-even": 0, "nearest-away": 1}
 _FP_SCALES = {"fp32": 0, "pow2": 1, "e8m0": 2}
 
@@ -36,6 +39,15 @@ def supports(x: torch.Tensor, spec: QuantSpec) -> bool:
         and spec.rounding in _ROUNDING
         and spec.int_scale != "absmean"
     )
+
+
+def _openmp_flags() -> list[str]:
+    """["-fopenmp"] where torch runs on a libgomp already loaded in this process: the kernel's libgomp.so.1 then
+    resolves to that same library, so at::parallel_for shares torch's threads. Elsewhere (another OpenMP runtime,
+    or none) a second runtime would fight torch's for the cores, and the kernel runs on one thread."""
+    maps = Path("/proc/self/maps")
+    loaded = maps.read_text() if maps.exists() else ""
+    return ["-fopenmp"] if "libgomp.so.1" in loaded else []
 
 
 @functools.cache
@@ -54,7 +66,9 @@ def _extension():
                 "-fno-fast-math",
                 "-fno-trapping-math",
                 *_VECTOR_FLAGS.get(capability, []),
+                *_openmp_flags(),
             ],
+            extra_ldflags=_openmp_flags(),
             verbose=False,
         )
     except Exception as error:  # no compiler, no ninja, a read-only cache: the other paths serve
@@ -73,12 +87,21 @@ def quantize_cpu(
     x: torch.Tensor, spec: QuantSpec, out: torch.Tensor | None = None, mask: torch.Tensor | None = None
 ) -> torch.Tensor:
     """Fake-quantize x (see `supports`) into `out` (contiguous float32, x's shape) or a new tensor; `mask` (a
-    contiguous bool tensor of x's shape), if given, receives `qat.clamp_mask(x, spec)` from the same pass."""
+    contiguous bool or float32 tensor of x's shape), if given, receives `qat.clamp_mask(x, spec)` from the same
+    pass (float32: 1.0 where it is True, 0.0 where False)."""
     if not supports(x, spec) or not available():
         raise ValueError(f"quantize_cpu: needs the built kernel and a contiguous float32 CPU tensor for '{spec}'")
     out = torch.empty_like(x) if out is None else out
     row_length = x.shape[-1] if x.dim() else 1
     group_size = _group_size(spec, row_length) or 0  # 0: one group for the whole tensor (tensor, unscaled)
+    flags = torch.empty(0, dtype=torch.bool) if mask is None else mask
+    _extension().fake_quantize(x, out, flags, row_length, group_size, *_spec_arguments(spec))
+    return out
+
+
+@functools.lru_cache(maxsize=256)
+def _spec_arguments(spec: QuantSpec) -> tuple:
+    """The kernel's arguments after the group size, per spec (worked out once: QAT asks on every layer and step)."""
     if spec.kind == "fp":
         fmt = spec.float_format
         overflow = float("inf") if spec.overflow == "inf" else fmt.max_value
@@ -91,8 +114,4 @@ def quantize_cpu(
         divisor = scale_divisor(spec.bits, spec.symmetric, spec.int_scale)
         integer = (spec.symmetric, spec.division == "mulinv", divisor, float(q_min), float(q_max))
         fp = (False, 0, 0, 0, 0, 0, 0.0, 0.0, 0.0)
-    flags = torch.empty(0, dtype=torch.bool) if mask is None else mask
-    _extension().fake_quantize(
-        x, out, flags, row_length, group_size, spec.kind == "fp", _ROUNDING[spec.rounding], *integer, *fp
-    )
-    return out
+    return (spec.kind == "fp", _ROUNDING[spec.rounding], *integer, *fp)

@@ -15,6 +15,7 @@ The reference works in float64, where every float32 value, every power of two us
 an ulp is exact, so rounding happens only where the code says ``round``.
 """
 
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -71,6 +72,7 @@ def _resolved_top_code(exponent_bits: int, top_code: str) -> str:
     return "unreserved"
 
 
+@functools.cache
 def fp_format(exponent_bits: int, mantissa_bits: int, top_code: str = "ocp") -> FloatFormat:
     """The format ExMy under a top-code rule; ValueError naming the field for anything out of range."""
     E, M = exponent_bits, mantissa_bits

@@ -311,7 +311,8 @@ def quantize_with_clamp_mask(x: torch.Tensor, spec, clipped: bool) -> tuple[torc
         spec = parse_spec(spec)
         x32 = x.detach().to(torch.float32).contiguous()
         if not never_clamps_finite(spec) and cpu_kernel.supports(x32, spec) and cpu_kernel.available():
-            mask = torch.empty(x.shape, dtype=torch.bool)
+            # A float32 gradient times a 0/1 float32 mask gives the bits of it times the bool mask, ~6x faster.
+            mask = torch.empty(x.shape, dtype=torch.float32 if x.dtype == torch.float32 else torch.bool)
             return cpu_kernel.quantize_cpu(x32, spec, mask=mask).to(x.dtype), mask
     return quantize(x, spec), _needed_clamp_mask(x, spec) if clipped else None
 
@@ -361,6 +362,14 @@ def _quantize_or_keep(x: torch.Tensor, spec) -> torch.Tensor:
     return x if spec is None else quantize(x, spec)
 
 
+def _backward_input(latent: torch.Tensor, forward: torch.Tensor, forward_spec, backward_spec) -> torch.Tensor:
+    """What a backward GEMM multiplies for a latent tensor: its forward GEMM's input where no backward spec is set or
+    the backward spec is the forward's (quantizing again would give the same bits), else Q_backward(latent)."""
+    if backward_spec is None or backward_spec == forward_spec:
+        return forward
+    return quantize(latent, backward_spec)
+
+
 class QuantizedLinearFunction(torch.autograd.Function):
     """y = Q_a(X)·Q_w(W)ᵀ + b whose backward GEMMs take their own quantized inputs (Sun et al. 2025, Fig. 2).
 
@@ -374,8 +383,8 @@ class QuantizedLinearFunction(torch.autograd.Function):
     def forward(ctx, x, weight, bias, precision: LinearPrecision):
         x_forward, x_mask = quantize_with_clamp_mask(x, precision.activations, precision.clipped_ste)
         w_forward, w_mask = quantize_with_clamp_mask(weight, precision.weights, precision.clipped_ste)
-        x_backward = x_forward if precision.backward_activation is None else quantize(x, precision.backward_activation)
-        w_backward = w_forward if precision.backward_weight is None else quantize(weight, precision.backward_weight)
+        x_backward = _backward_input(x, x_forward, precision.activations, precision.backward_activation)
+        w_backward = _backward_input(weight, w_forward, precision.weights, precision.backward_weight)
         masks = [x_mask, w_mask]
         ctx.precision = precision
         ctx.has_bias = bias is not None
