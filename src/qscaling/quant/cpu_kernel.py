@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from qscaling.quant.int_format import code_range, scale_divisor
-from qscaling.quant.reference import _group_size
+from qscaling.quant.reference import group_size_along_rows
 from qscaling.quant.spec import QuantSpec
 
 SOURCE = Path(__file__).resolve().parents[1] / "kernels" / "fake_quant_cpu.cpp"
@@ -93,7 +93,7 @@ def quantize_cpu(
         raise ValueError(f"quantize_cpu: needs the built kernel and a contiguous float32 CPU tensor for '{spec}'")
     out = torch.empty_like(x) if out is None else out
     row_length = x.shape[-1] if x.dim() else 1
-    group_size = _group_size(spec, row_length) or 0  # 0: one group for the whole tensor (tensor, unscaled)
+    group_size = group_size_along_rows(spec, row_length) or 0  # 0: one group for the whole tensor (tensor, unscaled)
     flags = torch.empty(0, dtype=torch.bool) if mask is None else mask
     _extension().fake_quantize(x, out, flags, row_length, group_size, *_spec_arguments(spec))
     return out

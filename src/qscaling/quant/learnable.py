@@ -29,7 +29,7 @@ from torch import nn
 
 from qscaling.quant import choose_qparams, code_range, parse_spec
 from qscaling.quant.int_format import FLOAT32_TINY
-from qscaling.quant.reference import _from_groups, _group_size, _to_groups
+from qscaling.quant.reference import from_groups, group_size_along_rows, to_groups
 from qscaling.quant.rounding import round_signed, uniform_like
 
 WEIGHT_QUANTIZERS = ("absmax", "lsq", "lwc")
@@ -48,13 +48,13 @@ def _grouped(x: torch.Tensor, spec) -> torch.Tensor:
     """x [..., K] as [..., n_groups, G], the elements each scale of `choose_qparams(x, spec)` covers."""
     if spec.granularity == "tensor":
         return x.reshape((1,) * x.dim() + (-1,))
-    return _to_groups(x, _group_size(spec, x.shape[-1]))
+    return to_groups(x, group_size_along_rows(spec, x.shape[-1]))
 
 
 def _ungrouped(grouped: torch.Tensor, like: torch.Tensor, spec) -> torch.Tensor:
     if spec.granularity == "tensor":
         return grouped.reshape(like.shape)
-    return _from_groups(grouped, like.shape[-1])
+    return from_groups(grouped, like.shape[-1])
 
 
 def _scaled_codes(x: torch.Tensor, scale: torch.Tensor, spec) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -39,7 +39,7 @@ class QuantParams:
     zero_point: torch.Tensor | None
 
 
-def _group_size(spec: QuantSpec, last_dim: int) -> int | None:
+def group_size_along_rows(spec: QuantSpec, last_dim: int) -> int | None:
     """Elements per group along the last dim; None when one scale covers the whole tensor."""
     if spec.granularity == "group":
         return spec.group_size
@@ -48,7 +48,7 @@ def _group_size(spec: QuantSpec, last_dim: int) -> int | None:
     return None
 
 
-def _to_groups(x: torch.Tensor, group_size: int) -> torch.Tensor:
+def to_groups(x: torch.Tensor, group_size: int) -> torch.Tensor:
     """x [..., K] -> [..., ceil(K/G), G], zero-padding the last group of each row."""
     n_groups = -(-x.shape[-1] // group_size)
     padding = n_groups * group_size - x.shape[-1]
@@ -57,8 +57,8 @@ def _to_groups(x: torch.Tensor, group_size: int) -> torch.Tensor:
     return x.reshape(*x.shape[:-1], n_groups, group_size)
 
 
-def _from_groups(grouped: torch.Tensor, last_dim: int) -> torch.Tensor:
-    """Inverse of _to_groups: [..., n, G] -> [..., K]."""
+def from_groups(grouped: torch.Tensor, last_dim: int) -> torch.Tensor:
+    """Inverse of to_groups: [..., n, G] -> [..., K]."""
     return grouped.reshape(*grouped.shape[:-2], -1)[..., :last_dim]
 
 
@@ -72,13 +72,13 @@ def choose_qparams(x: torch.Tensor, spec: QuantSpec | str) -> QuantParams:
     """Scales (and zero points) for x [..., K] under spec; shapes in QuantParams."""
     spec = parse_spec(spec)
     x = x.detach().to(torch.float32)
-    group_size = _group_size(spec, x.shape[-1])
+    group_size = group_size_along_rows(spec, x.shape[-1])
     if spec.granularity == "unscaled":
         return QuantParams(scale=torch.ones((1,) * x.dim(), device=x.device), zero_point=None)
     if group_size is None:
         grouped = x.reshape((1,) * x.dim() + (-1,))  # [1, ..., 1, numel]: one group
     else:
-        grouped = _to_groups(x, group_size)
+        grouped = to_groups(x, group_size)
     finite = _finite_or_zero(grouped)
     if spec.kind == "fp":
         amax = finite.abs().amax(dim=-1)
@@ -105,11 +105,11 @@ def fake_quantize_with(x: torch.Tensor, params: QuantParams, spec: QuantSpec | s
     spec = parse_spec(spec)
     x32 = x.to(torch.float32)
     uniform = uniform_like(x32, spec.seed) if spec.rounding == "stochastic" else None
-    group_size = _group_size(spec, x.shape[-1])
+    group_size = group_size_along_rows(spec, x.shape[-1])
     scale, zero_point = params.scale, params.zero_point
     if group_size is not None and spec.granularity == "group":
-        x32 = _to_groups(x32, group_size)
-        uniform = _to_groups(uniform, group_size) if uniform is not None else None
+        x32 = to_groups(x32, group_size)
+        uniform = to_groups(uniform, group_size) if uniform is not None else None
         scale = scale.unsqueeze(-1)
         zero_point = zero_point.unsqueeze(-1) if zero_point is not None else None
     if spec.kind == "fp":
@@ -120,7 +120,7 @@ def fake_quantize_with(x: torch.Tensor, params: QuantParams, spec: QuantSpec | s
             x32, scale, zero_point, spec.bits, spec.symmetric, spec.division, spec.rounding, uniform, spec.narrow
         )
     if spec.granularity == "group":
-        out = _from_groups(out, x.shape[-1])
+        out = from_groups(out, x.shape[-1])
     return out.to(x.dtype)
 
 
