@@ -5,6 +5,7 @@ import sys
 
 import pytest
 import yaml
+from conftest import REPO_ROOT
 
 from qscaling.config import ConfigError, corpus_id, deep_merge, resolve_config
 from qscaling.plan import Planner, log_spaced_tokens
@@ -202,3 +203,41 @@ def test_runs_are_shared_and_identified_by_spec(raw_config):
 
 def test_log_spaced_milestones():
     assert log_spaced_tokens(1000, 1_000_000, 4) == [1000, 10000, 100000, 1_000_000]
+
+
+def test_the_dag_is_planned_without_importing_torch(tmp_path):
+    """Building the default DAG — the config check with its spec grammar, every study's plan, jobs and artifacts,
+    the declared figures — imports no torch (~1 s of every rerun, a no-op one included)."""
+    command = [sys.executable, "-X", "importtime", "-m", "snakemake", "--snakefile", str(REPO_ROOT / "Snakefile")]
+    command += ["--directory", str(tmp_path), "--config", "scale=default", "--cores", "1", "-n", "--quiet"]
+    result = subprocess.run(command, capture_output=True, text=True, cwd=REPO_ROOT, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    imported = {
+        line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines() if line.startswith("import time")
+    }
+    assert "snakemake" in imported and "qscaling.studies" in imported
+    assert not imported & {"torch", "transformers"}
+
+
+@pytest.mark.parametrize(
+    ("version_py", "built_for_a_gpu"),
+    [
+        ("cuda: Optional[str] = None\nhip: Optional[str] = None\n", False),
+        ("cuda: Optional[str] = '12.8'\nhip: Optional[str] = None\n", True),
+        ("cuda = None\nhip = '6.2'\n", True),
+        ("cuda = None\n", True),  # unreadable: torch itself is asked
+        (None, True),
+    ],
+)
+def test_auto_device_reads_the_torch_build_without_importing_torch(monkeypatch, tmp_path, version_py, built_for_a_gpu):
+    import importlib.util
+    from types import SimpleNamespace
+
+    from qscaling import device
+
+    if version_py is not None:
+        (tmp_path / "version.py").write_text(version_py)
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name: SimpleNamespace(submodule_search_locations=[tmp_path])
+    )
+    assert device._torch_built_for_a_gpu() is built_for_a_gpu

@@ -13,12 +13,11 @@ from qscaling.cli import main
 from qscaling.model import ModelShape, build_model
 from qscaling.quant import choose_qparams, quantize
 from qscaling.quant.learnable import learned_fake_quantize
+from qscaling.quant.precision import canonical_training_precision, training_precision_label
 from qscaling.quant.ptq import load_quantized_model, quantize_model
 from qscaling.quant.qat import (
     apply_training_precision,
-    canonical_training_precision,
     drop_weight_quantizers,
-    training_precision_label,
 )
 from qscaling.quant.roles import decoder_blocks
 from qscaling.train import RunSpec, make_optimizer, milestone_name, train

@@ -10,20 +10,18 @@ from transformers import GPTNeoXConfig, GPTNeoXForCausalLM, LlamaConfig, LlamaFo
 
 from qscaling.model import ModelShape
 from qscaling.quant import parse_spec, quantize
+from qscaling.quant.precision import canonical_training_precision, run_precision_label, training_precision_label
 from qscaling.quant.qat import (
     LinearPrecision,
     QuantizedLinearFunction,
     QuantizedTrainingLinear,
     apply_training_precision,
-    canonical_training_precision,
     clamp_mask,
     clamp_mask_by_codes,
     drop_weight_quantizers,
     fake_quantize_ste,
     never_clamps_finite,
     quantize_trained_linear_inputs,
-    run_precision_label,
-    training_precision_label,
 )
 from qscaling.quant.roles import decoder_blocks
 from qscaling.train import RunSpec, train

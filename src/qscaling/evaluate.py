@@ -76,7 +76,7 @@ def evaluate_checkpoint(
     seq_len = seq_len or spec.get("shape", {}).get("seq_len") or model.config.max_position_embeddings
     result = evaluate_loss(model, tokens, seq_len=seq_len, batch_size=batch_size, max_tokens=max_tokens)
     from qscaling.model import count_non_embedding_params
-    from qscaling.quant.qat import run_precision_label
+    from qscaling.quant.precision import run_precision_label
 
     return {
         "run": metadata.get("run_id", Path(path).name),

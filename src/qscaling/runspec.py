@@ -68,7 +68,7 @@ class RunSpec:
         # {} and None both mean full precision: one identity for both.
         fields["training_precision"] = None
         if self.training_precision:
-            from qscaling.quant.qat import canonical_training_precision
+            from qscaling.quant.precision import canonical_training_precision
 
             fields["training_precision"] = canonical_training_precision(self.training_precision)
         return fields

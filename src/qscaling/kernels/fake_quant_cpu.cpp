@@ -78,7 +78,7 @@ float fp_scale(float amax, const Spec& s) {
 // Each loop below is element-wise with selects instead of branches, so the compiler vectorises it; std::rint is
 // round-half-even under the default rounding mode (torch.round).
 
-// fp_format.round_to_format of x·scale, then / scale, in float32 as qscaling.quant.fast computes it: the binade
+// fp_rounding.round_to_format of x·scale, then / scale, in float32 as qscaling.quant.fast computes it: the binade
 // from the exponent field (a float32 subnormal lies below every format's smallest normal binade, E <= 8), and
 // magnitude / ulp, its rounding and steps · ulp are exact. ±Inf overflows; NaN stays NaN.
 //

@@ -10,6 +10,7 @@ of every source file. Weight-only results load with plain transformers; W8A8 nee
 
 from pathlib import Path
 
+from qscaling.quant.precision import ROLES
 from qscaling.quant.ptq import (
     CALIBRATED_METHODS,
     DEFAULT_CALIBRATION_LENGTH,
@@ -21,7 +22,6 @@ from qscaling.quant.ptq import (
     quantize_model,
     sample_calibration,
 )
-from qscaling.quant.roles import ROLES
 from qscaling.quant.w8a8 import DEFAULT_ACTIVATION_SPEC
 
 

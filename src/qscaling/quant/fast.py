@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from qscaling.quant.fp_format import FloatFormat
+from qscaling.quant.formats import FloatFormat
 from qscaling.quant.int_format import code_range, scale_divisor
 from qscaling.quant.rounding import mix32, seed_key
 from qscaling.quant.spec import QuantSpec
@@ -113,7 +113,7 @@ def _floor_log2(amax: torch.Tensor) -> torch.Tensor:
 
 
 def _fp_scale(amax: torch.Tensor, spec: QuantSpec, fmt: FloatFormat) -> torch.Tensor:
-    """fp_format.block_scale in float32 bit arithmetic."""
+    """fp_rounding.block_scale in float32 bit arithmetic."""
     if spec.granularity == "unscaled":
         return torch.ones_like(amax)
     if spec.fp_scale == "e8m0":

@@ -32,8 +32,6 @@ from qscaling.quant.int_format import FLOAT32_TINY
 from qscaling.quant.reference import from_groups, group_size_along_rows, to_groups
 from qscaling.quant.rounding import round_signed, uniform_like
 
-WEIGHT_QUANTIZERS = ("absmax", "lsq", "lwc")
-ACTIVATION_QUANTIZERS = ("absmax", "lac")
 # The nn.Parameter each learned quantizer registers on its Linear (so `weight_step` sits next to `weight`).
 PARAMETER_NAMES = {"lsq": "weight_step", "lwc": "weight_clip_logit", "lac": "input_clip_logit"}
 INITIAL_CLIP_LOGIT = 4.0  # sigmoid(4) ≈ 0.982: start just inside absmax (OmniQuant's init)

@@ -22,6 +22,7 @@ from torch import nn
 from qscaling.quant import parse_spec
 from qscaling.quant.awq import DEFAULT_GRID_POINTS, awq_scale_block
 from qscaling.quant.gptq import DEFAULT_BLOCK_SIZE, DEFAULT_DAMP, HessianAccumulator, gptq_quantize_weight
+from qscaling.quant.precision import ROLES
 from qscaling.quant.qat import (
     QuantizedTrainingLinear,
     drop_weight_quantizers,
@@ -29,7 +30,7 @@ from qscaling.quant.qat import (
     gemm_input,
     quantize_trained_linear_inputs,
 )
-from qscaling.quant.roles import BLOCK_ROLE_ORDER, ROLES, decoder_blocks, linear_sites, model_layout, untie_lm_head
+from qscaling.quant.roles import BLOCK_ROLE_ORDER, decoder_blocks, linear_sites, model_layout, untie_lm_head
 from qscaling.quant.rtn import rtn_quantize_linear
 from qscaling.quant.w8a8 import DEFAULT_ACTIVATION_SPEC, quantize_linear_inputs
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
-from qscaling.quant import fp_format, int_format
+from qscaling.quant import fp_rounding, int_format
 from qscaling.quant.rounding import uniform_like
 from qscaling.quant.spec import QuantSpec, parse_spec
 
@@ -82,7 +82,7 @@ def choose_qparams(x: torch.Tensor, spec: QuantSpec | str) -> QuantParams:
     finite = _finite_or_zero(grouped)
     if spec.kind == "fp":
         amax = finite.abs().amax(dim=-1)
-        return QuantParams(scale=fp_format.block_scale(amax, spec.float_format, spec.fp_scale), zero_point=None)
+        return QuantParams(scale=fp_rounding.block_scale(amax, spec.float_format, spec.fp_scale), zero_point=None)
     if spec.int_scale == "absmean":
         counts = torch.full(grouped.shape[:-1], grouped.shape[-1], dtype=torch.float64, device=x.device)
         if group_size is not None and x.shape[-1] % group_size:
@@ -113,7 +113,7 @@ def fake_quantize_with(x: torch.Tensor, params: QuantParams, spec: QuantSpec | s
         scale = scale.unsqueeze(-1)
         zero_point = zero_point.unsqueeze(-1) if zero_point is not None else None
     if spec.kind == "fp":
-        rounded = fp_format.round_to_format(x32 * scale, spec.float_format, spec.rounding, spec.overflow, uniform)
+        rounded = fp_rounding.round_to_format(x32 * scale, spec.float_format, spec.rounding, spec.overflow, uniform)
         out = rounded / scale
     else:
         out = int_format.fake_quantize_int(

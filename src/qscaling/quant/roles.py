@@ -11,7 +11,6 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-ROLES = ("qkv", "o", "fc1", "fc2", "lm_head")
 # Order in which a block's Linears see their inputs; GPTQ's optional true-sequential mode follows it.
 BLOCK_ROLE_ORDER = ("qkv", "o", "fc1", "fc2")
 

@@ -12,8 +12,6 @@ fast paths match bit for bit; it is unbiased either way.
 
 import torch
 
-ROUNDING_MODES = ("nearest-even", "nearest-away", "stochastic")
-
 _MASK32 = 0xFFFFFFFF
 
 

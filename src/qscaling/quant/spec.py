@@ -28,8 +28,7 @@ import functools
 import re
 from dataclasses import dataclass
 
-from qscaling.quant.fp_format import OVERFLOW_MODES, TOP_CODES, FloatFormat, fp_format
-from qscaling.quant.rounding import ROUNDING_MODES
+from qscaling.quant.formats import OVERFLOW_MODES, ROUNDING_MODES, TOP_CODES, FloatFormat, fp_format
 
 GRANULARITIES = ("tensor", "channel", "token", "group", "unscaled")
 INT_SCALES = ("absmax", "gptq", "absmean")

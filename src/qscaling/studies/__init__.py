@@ -244,7 +244,7 @@ def with_labels(frame: pd.DataFrame, labels: list[dict]) -> pd.DataFrame:
 def diverged_rows(summary: dict, tokens: int, labels: list[dict]) -> pd.DataFrame:
     """The rows of a checkpoint its run never wrote because training diverged first (`run.json`'s `diverged`
     record, `qscaling.train`): the columns that say which checkpoint it is, `diverged` True and the reason."""
-    from qscaling.quant.qat import run_precision_label
+    from qscaling.quant.precision import run_precision_label
     from qscaling.runspec import RunSpec
 
     spec = RunSpec.from_dict(summary["spec"])

@@ -66,7 +66,7 @@ def check_config(config: dict) -> None:
         check_method_spec(f"{key}.compare.{index}", entry, group=study["group_size"])
     bitnet = study["bitnet"]
     if bitnet:
-        from qscaling.quant.qat import canonical_training_precision
+        from qscaling.quant.precision import canonical_training_precision
 
         check_sizes(config, f"{key}.bitnet.sizes", bitnet["sizes"])
         if config["training"]["seed"] in bitnet["extra_seeds"]:

@@ -22,8 +22,8 @@ from qscaling.studies import with_labels
 
 def checkpoint_columns(model, metadata: dict) -> dict:
     """The columns that say which checkpoint a row scores: run, size, N (non-embedding), D, milestone, and the
-    label of the precision the run trained at (`qscaling.quant.qat.training_precision_label`)."""
-    from qscaling.quant.qat import run_precision_label
+    label of the precision the run trained at (`qscaling.quant.precision.training_precision_label`)."""
+    from qscaling.quant.precision import run_precision_label
 
     spec = metadata.get("spec", {})
     return {

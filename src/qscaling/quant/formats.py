@@ -1,4 +1,5 @@
-"""Floating-point element formats ExMy and the reference rounding of float32 values onto them.
+"""Floating-point element formats ExMy, described without torch: `qscaling.quant.spec` validates specs with them
+when a config is checked, before any job runs, and that check must not pay for importing torch.
 
 A format has a sign bit, E exponent bits and M mantissa bits, IEEE-like: bias 2^(E-1) - 1, subnormals at
 the lowest exponent code (Sun et al. 2025 §2 "IEEE-like with subnormals"). E = 0 has no exponent field at
@@ -11,20 +12,20 @@ What the top exponent code means is an explicit choice (papers.md, cross-paper n
   E4Mx keeps the top binade but S.1111.1…1 is NaN (torch.float8_e4m3fn: max 448); E <= 3 as ``unreserved``
   (E3M2 max 28, E2M3 max 7.5, E2M1 max 6). Formats OCP does not define follow the same rule by E.
 
-The reference works in float64, where every float32 value, every power of two used and every quotient by
-an ulp is exact, so rounding happens only where the code says ``round``.
+The rounding onto a format is `qscaling.quant.fp_rounding.round_to_format`.
 """
 
 import functools
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
-from qscaling.quant.rounding import ROUNDING_MODES, round_magnitude
-
+ROUNDING_MODES = ("nearest-even", "nearest-away", "stochastic")
 TOP_CODES = ("ocp", "ieee", "unreserved")
 OVERFLOW_MODES = ("saturate", "inf")
-FLOAT32_MAX = torch.finfo(torch.float32).max
+FLOAT32_MAX = 3.4028234663852886e38  # torch.finfo(torch.float32).max
 
 
 @dataclass(frozen=True)
@@ -45,8 +46,10 @@ class FloatFormat:
     def name(self) -> str:
         return f"e{self.exponent_bits}m{self.mantissa_bits}"
 
-    def values(self) -> torch.Tensor:
+    def values(self) -> "torch.Tensor":
         """Every finite non-negative representable value, ascending (float64), by enumerating the codes."""
+        import torch  # the one use of torch here (module docstring)
+
         M = self.mantissa_bits
         magnitudes = set()
         exponent_codes = range(2**self.exponent_bits) if self.exponent_bits else [0]
@@ -116,74 +119,3 @@ def fp_format(exponent_bits: int, mantissa_bits: int, top_code: str = "ocp") -> 
         max_value=max_value,
         min_subnormal=2.0 ** (min_normal_exponent - M),
     )
-
-
-def _power_of_two(exponent: torch.Tensor) -> torch.Tensor:
-    """2^exponent as float64, built from its bit pattern so it is exact (|exponent| <= 1022)."""
-    return ((exponent.to(torch.int64) + 1023) << 52).view(torch.float64)
-
-
-def round_to_format(
-    x: torch.Tensor,
-    fmt: FloatFormat,
-    rounding: str = "nearest-even",
-    overflow: str = "saturate",
-    uniform: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """Reference: the float32 tensor ``x`` rounded element-wise onto ``fmt``, returned as float32.
-
-    Finite values round on the grid of their binade (ulp = 2^(max(e, e_min) - M)); a result above the
-    format's maximum overflows to ±max (``saturate``) or ±Inf (``inf``, IEEE formats only). ±Inf inputs
-    overflow the same way; NaN stays NaN; the sign of zero is kept. ``uniform`` (same shape as x, values in
-    [0, 1)) drives stochastic rounding (see qscaling.quant.rounding).
-    """
-    if x.dtype != torch.float32:
-        raise TypeError(f"round_to_format: x must be float32, got {x.dtype}")
-    if rounding not in ROUNDING_MODES:
-        raise ValueError(f"round_to_format: rounding must be one of {', '.join(ROUNDING_MODES)}, got {rounding!r}")
-    if overflow not in OVERFLOW_MODES:
-        raise ValueError(f"round_to_format: overflow must be one of {', '.join(OVERFLOW_MODES)}, got {overflow!r}")
-    if overflow == "inf" and not fmt.has_inf:
-        raise ValueError(f"round_to_format: overflow 'inf' needs a format with Inf codes; {fmt.name} has none")
-    magnitude = x.to(torch.float64).abs()
-    finite = torch.isfinite(magnitude)
-    _, frexp_exponent = torch.frexp(torch.where(finite, magnitude, 0.0))
-    # frexp gives magnitude = f·2^k with f in [0.5, 1): the binade exponent is k - 1.
-    binade = torch.clamp(frexp_exponent.to(torch.int64) - 1, min=fmt.min_normal_exponent)
-    ulp = _power_of_two(binade - fmt.mantissa_bits)
-    steps = round_magnitude(torch.where(finite, magnitude, 0.0) / ulp, rounding, uniform)
-    rounded = steps * ulp
-    overflow_value = float("inf") if overflow == "inf" else fmt.max_value
-    rounded = torch.where((rounded > fmt.max_value) | torch.isinf(magnitude), overflow_value, rounded)
-    rounded = torch.where(torch.isnan(magnitude), float("nan"), rounded)
-    return torch.copysign(rounded, x.to(torch.float64)).to(torch.float32)
-
-
-FP_SCALES = ("fp32", "pow2", "e8m0")
-
-
-def block_scale(amax: torch.Tensor, fmt: FloatFormat, kind: str = "fp32") -> torch.Tensor:
-    """Reference: the multiplier S applied before rounding (x·S), one per block, from the block's amax.
-
-    ``fp32``: S = FP_max / amax in float32 (Sun et al. 2025 §2), clamped to float32's finite range.
-    ``pow2``: the largest power of two <= that quotient (exact scaling both ways).
-    ``e8m0``: the OCP MX shared scale, x / 2^(floor(log2 amax) - e_max), i.e. S = 2^(e_max - floor(log2
-    amax)) with e_max the exponent of the format's largest binade, clamped to E8M0's 2^-127..2^127. Block
-    maxima then land in [2^e_max, 2^(e_max+1)) and may saturate, as in the MX specification.
-    Blocks whose amax is 0 get S = 1, so they stay exactly zero. ``amax`` is float32, non-negative, finite.
-    """
-    if kind not in FP_SCALES:
-        raise ValueError(f"block_scale: kind must be one of {', '.join(FP_SCALES)}, got {kind!r}")
-    if kind == "e8m0":
-        _, frexp_exponent = torch.frexp(amax.to(torch.float64))
-        scale_exponent = torch.clamp(fmt.max_exponent - (frexp_exponent.to(torch.int64) - 1), -127, 127)
-        scale = _power_of_two(scale_exponent).to(torch.float32)
-    else:
-        # A float32 division (not Tensor.__rtruediv__, which multiplies by a rounded reciprocal).
-        quotient = torch.clamp(amax.new_full((), fmt.max_value) / amax, max=FLOAT32_MAX)
-        if kind == "pow2":
-            _, frexp_exponent = torch.frexp(quotient.to(torch.float64))
-            scale_exponent = torch.clamp(frexp_exponent.to(torch.int64) - 1, -126, 127)
-            quotient = _power_of_two(scale_exponent).to(torch.float32)
-        scale = quotient
-    return torch.where(amax > 0, scale, torch.ones_like(scale))
