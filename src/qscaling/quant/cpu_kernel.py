@@ -56,6 +56,7 @@ def _extension():
     from torch.utils.cpp_extension import load
 
     capability = torch.backends.cpu.get_cpu_capability().lower()
+    openmp = _openmp_flags()
     try:
         return load(
             name=f"qscaling_fake_quant_{capability}",
@@ -66,9 +67,9 @@ def _extension():
                 "-fno-fast-math",
                 "-fno-trapping-math",
                 *_VECTOR_FLAGS.get(capability, []),
-                *_openmp_flags(),
+                *openmp,
             ],
-            extra_ldflags=_openmp_flags(),
+            extra_ldflags=openmp,
             verbose=False,
         )
     except Exception as error:  # no compiler, no ninja, a read-only cache: the other paths serve
