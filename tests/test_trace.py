@@ -7,7 +7,7 @@ import multiprocessing
 
 import pytest
 
-from qscaling.checkpoint import write_json_atomic
+from qscaling.atomic import write_json
 from qscaling.cli import main
 from qscaling.provenance import MANIFEST_PATH, add_to_manifest, read_all_records, record_path, write_manifest
 from qscaling.trace import trace
@@ -38,7 +38,7 @@ def produce(root, output: str, rule: str, inputs: dict, params: dict | None = No
         "started": "2026-01-01T00:00:00+00:00",
         "finished": "2026-01-01T00:00:01+00:00",
     }
-    write_json_atomic(root / record_path(output), record)
+    write_json(root / record_path(output), record)
     return record
 
 

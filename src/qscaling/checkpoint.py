@@ -10,36 +10,23 @@ parameters, so a checkpoint is scored as it trained.
 
 import json
 import os
-import shutil
 from pathlib import Path
 
+from qscaling.atomic import atomic_path, write_json
 from qscaling.data.fetch import sha256_file
 
 METADATA_FILE = "qscaling.json"
 WEIGHTS_FILE = "model.safetensors"
 
 
-def write_json_atomic(path: str | os.PathLike, payload: dict) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
-
-
 def save_checkpoint(model, path: str | os.PathLike, metadata: dict) -> Path:
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp, safe_serialization=True)
-    write_json_atomic(tmp / METADATA_FILE, {**metadata, "weights_sha256": sha256_file(tmp / WEIGHTS_FILE)})
-    if path.exists():
-        shutil.rmtree(path)
-    os.replace(tmp, path)
-    return path
+    with atomic_path(path) as tmp:
+        model.save_pretrained(tmp, safe_serialization=True)
+        write_json(tmp / METADATA_FILE, {**metadata, "weights_sha256": sha256_file(tmp / WEIGHTS_FILE)})
+    return Path(path)
 
 
 def read_metadata(path: str | os.PathLike) -> dict:

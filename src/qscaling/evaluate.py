@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
+from qscaling.atomic import write_table
 from qscaling.checkpoint import load_checkpoint
 from qscaling.data import load_tokens
 
@@ -113,19 +114,6 @@ def evaluate_run(
         for rel in summary["checkpoints"].values()
     ]
     return pd.DataFrame(rows)
-
-
-def write_table(frame: pd.DataFrame, path: str | Path) -> None:
-    """Parquet written atomically, without pandas' index and with a fixed row order. zstd and no serialized Arrow
-    schema beside pandas' own metadata (which restores every dtype) halve a small table: reference/ holds
-    hundreds of them."""
-    import os
-
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    frame.reset_index(drop=True).to_parquet(tmp, index=False, compression="zstd", store_schema=False)
-    os.replace(tmp, path)
 
 
 def add_arguments(parser) -> None:

@@ -20,7 +20,7 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-from qscaling.checkpoint import write_json_atomic
+from qscaling.atomic import write_json
 from qscaling.data.fetch import sha256_file
 
 PACKAGES = (
@@ -126,7 +126,7 @@ def write_records(snakemake, started: str, extra_inputs: dict | None = None) -> 
     }
     records = [{"output": str(output), "sha256": path_sha256(Path(output)), **common} for output in snakemake.output]
     for record in records:
-        write_json_atomic(record_path(record["output"]), record)
+        write_json(record_path(record["output"]), record)
     add_to_manifest(records)
 
 
@@ -165,7 +165,7 @@ def add_to_manifest(records: list[dict], root: str | os.PathLike = ".") -> Path:
             except json.JSONDecodeError:  # only a hand-edited file can be torn: rebuild it from the records
                 current = read_all_records(root)
         current.update({record["output"]: record for record in records})
-        write_json_atomic(root / MANIFEST_PATH, _manifest(current))
+        write_json(root / MANIFEST_PATH, _manifest(current))
     return root / MANIFEST_PATH
 
 
@@ -173,7 +173,7 @@ def write_manifest(root: str | os.PathLike = ".") -> Path:
     """Rebuild `results/manifest.json` from the per-output records (run at the end of a workflow, ok or not)."""
     root = Path(root)
     with _manifest_lock(root):
-        write_json_atomic(root / MANIFEST_PATH, _manifest(read_all_records(root)))
+        write_json(root / MANIFEST_PATH, _manifest(read_all_records(root)))
     return root / MANIFEST_PATH
 
 

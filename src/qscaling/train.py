@@ -30,7 +30,8 @@ import torch.nn.functional as F
 import yaml
 from tqdm import tqdm
 
-from qscaling.checkpoint import save_checkpoint, write_json_atomic
+from qscaling.atomic import atomic_path, write_json
+from qscaling.checkpoint import save_checkpoint
 from qscaling.data import load_tokens
 from qscaling.model import build_model
 from qscaling.runspec import RunSpec
@@ -163,9 +164,8 @@ def _state_payload(model, optimizer, step: int, tokens_seen: int, losses: list, 
 
 
 def save_state(path: Path, payload: dict) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    torch.save(payload, tmp)
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        torch.save(payload, tmp)
 
 
 def load_state(path: Path, expected_run: str | None) -> dict:
@@ -329,7 +329,7 @@ def train(
             :: max(1, len(losses) // 200)
         ],
     }
-    write_json_atomic(run_dir / "run.json", summary)
+    write_json(run_dir / "run.json", summary)
     return summary
 
 
@@ -348,7 +348,7 @@ def _record_divergence(run_dir: Path, spec: RunSpec, diverged: dict, *, saved: d
         },
         "train_loss_curve": [],
     }
-    write_json_atomic(run_dir / "run.json", summary)
+    write_json(run_dir / "run.json", summary)
     return summary
 
 

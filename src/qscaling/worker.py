@@ -38,6 +38,8 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from qscaling.atomic import write_text
+
 SOCKET_VARIABLE = "QSCALING_WORKER"
 # Set per job, by Snakemake (its temporary directory) or by the shell it starts the job in; nothing is imported
 # differently for them.
@@ -218,8 +220,7 @@ def serve(address: str, parent_fd: int | None = None, ready_fd: int | None = Non
             kind, pid = key.data
             if kind == "listener":
                 _accept(listener, selector, jobs, own_env, import_effects, tally)
-                Path(f"{address}.json.tmp").write_text(json.dumps(tally))
-                os.replace(f"{address}.json.tmp", f"{address}.json")
+                write_text(f"{address}.json", json.dumps(tally))
             elif kind == "exited":
                 finish(pid)
             elif kind == "client" and pid in jobs:

@@ -8,9 +8,8 @@ from qscaling.worker import delegate
 delegate()  # run in the warm worker of `qscaling run` when there is one
 
 import importlib
-import os
-from pathlib import Path
 
+from qscaling.atomic import write_csv, write_text
 from qscaling.figures import load_figure_inputs
 from qscaling.provenance import job_context
 from qscaling.studies.claims import claims_frame, render_markdown
@@ -29,7 +28,5 @@ with job_context(snakemake):
         )
         rows.extend(importlib.import_module(module_name).claims(tables, fits, params.settings[study]))
     frame = claims_frame(rows, params.scale)
-    tmp = Path(snakemake.output.table).with_name(".claims.csv.tmp")
-    frame.to_csv(tmp, index=False)
-    os.replace(tmp, snakemake.output.table)
-    Path(snakemake.output.rendered).write_text(render_markdown(frame))
+    write_csv(frame, snakemake.output.table)
+    write_text(snakemake.output.rendered, render_markdown(frame))

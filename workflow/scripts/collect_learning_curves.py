@@ -6,7 +6,7 @@ delegate()  # run in the warm worker of `qscaling run` when there is one
 
 import pandas as pd
 
-from qscaling.evaluate import write_table
+from qscaling.atomic import write_table
 from qscaling.provenance import job_context
 
 with job_context(snakemake):

@@ -8,7 +8,7 @@ import importlib
 
 import pandas as pd
 
-from qscaling.evaluate import write_table
+from qscaling.atomic import write_table
 from qscaling.provenance import job_context
 from qscaling.studies import build_study_table
 

@@ -7,7 +7,8 @@ delegate()  # run in the warm worker of `qscaling run` when there is one
 import json
 from pathlib import Path
 
-from qscaling.evaluate import evaluate_run, write_table
+from qscaling.atomic import write_table
+from qscaling.evaluate import evaluate_run
 from qscaling.provenance import job_context, path_sha256
 
 with job_context(snakemake) as extra_inputs:

@@ -9,8 +9,7 @@ import importlib
 
 import pandas as pd
 
-from qscaling.checkpoint import write_json_atomic
-from qscaling.evaluate import write_table
+from qscaling.atomic import write_json, write_table
 from qscaling.provenance import job_context
 
 with job_context(snakemake):
@@ -21,7 +20,7 @@ with job_context(snakemake):
     for fit_name, result in study.fit_laws(table, params.settings, **inputs).items():
         path = snakemake.output[fit_name]
         if isinstance(result, str):
-            write_json_atomic(path, {"error": result})
+            write_json(path, {"error": result})
             print(f"{fit_name}: no fit ({result})")
         else:
             result.to_json(path)

@@ -6,7 +6,7 @@ delegate()  # run in the warm worker of `qscaling run` when there is one
 
 from pathlib import Path
 
-from qscaling.checkpoint import write_json_atomic
+from qscaling.atomic import write_json
 from qscaling.hub import import_revision
 from qscaling.provenance import job_context
 from qscaling.train import milestone_name
@@ -22,4 +22,4 @@ with job_context(snakemake) as extra_inputs:
         )
         extra_inputs[f"{params.repo}@{revision}"] = metadata["source"]["files"]
         checkpoints[str(tokens)] = relative
-    write_json_atomic(snakemake.output.summary, {"run_id": run_id, "source": params.repo, "checkpoints": checkpoints})
+    write_json(snakemake.output.summary, {"run_id": run_id, "source": params.repo, "checkpoints": checkpoints})

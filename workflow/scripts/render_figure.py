@@ -8,9 +8,7 @@ from qscaling.worker import delegate
 
 delegate()  # run in the warm worker of `qscaling run` when there is one
 
-import os
-from pathlib import Path
-
+from qscaling.atomic import write_csv
 from qscaling.figures import load_figure_inputs, resolve_function, save_figure
 from qscaling.provenance import job_context
 
@@ -18,8 +16,6 @@ with job_context(snakemake):
     params, output = snakemake.params, snakemake.output
     tables, fits = load_figure_inputs(dict(snakemake.input.items()))
     if params.frame:
-        csv = Path(output.csv)
-        tmp = csv.with_name(f".{csv.name}.tmp")
-        resolve_function(params.frame)(tables, fits).to_csv(tmp, index=False, float_format="%.6g", lineterminator="\n")
-        os.replace(tmp, csv)
+        frame = resolve_function(params.frame)(tables, fits)
+        write_csv(frame, output.csv, float_format="%.6g", lineterminator="\n")
     save_figure(resolve_function(params.function)(tables, fits), output.png)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from qscaling.atomic import write_table
 from qscaling.device import resolve_device
-from qscaling.evaluate import write_table
 from qscaling.figures import resolve_function
 from qscaling.provenance import job_context, path_sha256
 from qscaling.studies import diverged_rows

@@ -7,6 +7,8 @@ from pathlib import Path
 import numpy as np
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
+from qscaling.atomic import write_bytes
+
 EOS = "<|endoftext|>"
 
 
@@ -27,19 +29,12 @@ def train_tokenizer(texts, vocab_size: int) -> Tokenizer:
     return tokenizer
 
 
-def write_atomic_bytes(path: str | os.PathLike, payload: bytes) -> None:
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(payload)
-    os.replace(tmp, path)
-
-
 def encode_to_shard(tokenizer: Tokenizer, texts: list[str], path: Path) -> int:
     """Encode documents, each followed by EOS, into a uint16 file; returns the token count."""
     eos = tokenizer.token_to_id(EOS)
     encoded = tokenizer.encode_batch(texts)
     ids = np.fromiter((i for e in encoded for i in (*e.ids, eos)), dtype=np.uint16)
-    write_atomic_bytes(path, ids.tobytes())
+    write_bytes(path, ids.tobytes())
     return int(ids.size)
 
 
@@ -89,7 +84,7 @@ def prepare_corpus(
         if tokenizer_name
         else train_tokenizer((d.text for d in splits["train"]), vocab_size)
     )
-    write_atomic_bytes(out_dir / "tokenizer.json", tokenizer.to_str().encode())
+    write_bytes(out_dir / "tokenizer.json", tokenizer.to_str().encode())
     summary = {"vocab_size": tokenizer.get_vocab_size(), "eos_id": tokenizer.token_to_id(EOS), "splits": {}}
     for name, part in splits.items():
         count = encode_to_shard(tokenizer, [d.text for d in part], out_dir / f"{name}.bin")
@@ -99,5 +94,5 @@ def prepare_corpus(
             "tokens": count,
             "sources": sorted({d.source for d in part}),
         }
-    write_atomic_bytes(out_dir / "corpus.json", json.dumps(summary, indent=2, sort_keys=True).encode())
+    write_bytes(out_dir / "corpus.json", json.dumps(summary, indent=2, sort_keys=True).encode())
     return summary

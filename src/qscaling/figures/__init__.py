@@ -21,6 +21,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import seaborn as sns
 
+from qscaling.atomic import atomic_path, write_text
+
 # Keys matplotlib would otherwise fill with versions and dates, which break byte-identical reruns.
 _NO_METADATA = {
     ".png": {"Software": None},
@@ -295,15 +297,11 @@ def save_figure(fig, path: str | os.PathLike) -> Path:
     draws next to it (`data_path`)."""
     tidy_figure(fig)
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     data = json.dumps(figure_data(fig), separators=(",", ":"), allow_nan=False, ensure_ascii=False) + "\n"
-    tmp = path.with_name(f".{path.name}.tmp{path.suffix}")
-    fig.savefig(tmp, metadata=_NO_METADATA.get(path.suffix, {}), bbox_inches="tight")
-    plt.close(fig)
-    data_tmp = path.with_name(f".{path.name}.data.tmp")
-    data_tmp.write_text(data)
-    os.replace(data_tmp, data_path(path))
-    os.replace(tmp, path)
+    with atomic_path(path, suffix=path.suffix) as tmp:
+        fig.savefig(tmp, metadata=_NO_METADATA.get(path.suffix, {}), bbox_inches="tight")
+        plt.close(fig)
+        write_text(data_path(path), data)
     return path
 
 

@@ -24,6 +24,8 @@ from scipy.optimize import minimize
 from scipy.stats import qmc
 from threadpoolctl import threadpool_limits
 
+from qscaling.atomic import write_text
+
 HUBER_DELTA = 1e-3  # Hoffmann et al. (2022) App. D.2; Besiroglu et al. (2024) keep it.
 # For a degradation (δ = quantized − reference loss) the log residuals are ~0.1–0.5, not ~1e-3: paired noise
 # is a large share of a small δ. With δ = 1e-3 such a fit is least absolute deviations, whose optimum is a flat
@@ -378,12 +380,8 @@ class Fit:
 
     def to_json(self, path: str | os.PathLike) -> Path:
         """Write the fit as JSON (atomically: a temp file renamed into place)."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(json.dumps(_finite_or_none(self.to_dict()), indent=2, allow_nan=False) + "\n")
-        os.replace(tmp, path)
-        return path
+        write_text(path, json.dumps(_finite_or_none(self.to_dict()), indent=2, allow_nan=False) + "\n")
+        return Path(path)
 
     @classmethod
     def from_dict(cls, data: Mapping, law: Law) -> Fit:

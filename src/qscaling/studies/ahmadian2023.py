@@ -320,7 +320,7 @@ def build_tasks_job(inputs: dict, outputs: dict, params: dict) -> None:
 
 
 def collect_proxies_job(inputs: dict, outputs: dict, params: dict) -> None:
-    from qscaling.evaluate import write_table
+    from qscaling.atomic import write_table
 
     for name in ("proxies", "values"):
         write_table(pd.concat([pd.read_parquet(path) for path in inputs[name]], ignore_index=True), outputs[name])

@@ -247,7 +247,7 @@ def jobs(config: dict, evaluations: list[Evaluation], layout) -> list[Job]:
 
 
 def collect_activations_job(inputs: dict, outputs: dict, params: dict) -> None:
-    from qscaling.evaluate import write_table
+    from qscaling.atomic import write_table
 
     frames = [pd.read_parquet(path) for path in inputs["statistics"]]
     table = pd.concat(frames, ignore_index=True).sort_values(["precision", "N", "D", "G", "seed", "block", "role"])

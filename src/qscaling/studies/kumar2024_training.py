@@ -283,7 +283,7 @@ def jobs(config: dict, evaluations: list[Evaluation], layout) -> list[Job]:
 
 
 def collect_ptq_job(inputs: dict, outputs: dict, params: dict) -> None:
-    from qscaling.evaluate import write_table
+    from qscaling.atomic import write_table
 
     frames = [frame for path in inputs["scored"] if not (frame := pd.read_parquet(path)).empty]
     table = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[*LABELS, "method", "P_post"])

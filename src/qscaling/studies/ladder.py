@@ -136,7 +136,7 @@ def jobs(config: dict, evaluations: list[Evaluation], layout) -> list[Job]:
 
 
 def lr_sweep_job(inputs: dict, outputs: dict, params: dict) -> None:
-    from qscaling.evaluate import write_table
+    from qscaling.atomic import write_table
 
     rows = pd.concat([pd.read_parquet(path) for path in inputs["rows"]], ignore_index=True)
     sweep = rows[rows["variant"] == "lr_sweep"]

@@ -202,7 +202,7 @@ def bitnet_curves(summary: dict, tokens: int, bins: int) -> pd.DataFrame:
 def bitnet_curves_job(inputs: dict, outputs: dict, params: dict) -> None:
     import json
 
-    from qscaling.evaluate import write_table
+    from qscaling.atomic import write_table
 
     frames = []
     for path, run in zip(inputs["summaries"], params["runs"]):
@@ -378,7 +378,7 @@ def weight_changes(checkpoint_paths: list) -> pd.DataFrame:
 def weight_changes_job(inputs: dict, outputs: dict, params: dict) -> None:
     from pathlib import Path
 
-    from qscaling.evaluate import write_table
+    from qscaling.atomic import write_table
     from qscaling.train import milestone_name
 
     frames = []
