@@ -11,10 +11,9 @@ from qscaling.atomic import atomic_path, write_json, write_table
 def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path):
     target = tmp_path / "out" / "table.json"
     write_json(target, {"a": 1})
-    with pytest.raises(RuntimeError, match="mid-write"):
-        with atomic_path(target) as tmp:
-            tmp.write_text('{"a": ')
-            raise RuntimeError("mid-write")
+    with pytest.raises(RuntimeError, match="mid-write"), atomic_path(target) as tmp:
+        tmp.write_text('{"a": ')
+        raise RuntimeError("mid-write")
     assert json.loads(target.read_text()) == {"a": 1}
     assert [p.name for p in target.parent.iterdir()] == ["table.json"]
 
