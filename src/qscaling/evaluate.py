@@ -5,7 +5,6 @@ seq_len + 1 tokens (no overlap, no sampling), so every checkpoint is scored on e
 """
 
 import json
-import math
 import sys
 from pathlib import Path
 
@@ -18,11 +17,7 @@ from tqdm import tqdm
 from qscaling.atomic import write_table
 from qscaling.checkpoint import load_checkpoint
 from qscaling.data import load_tokens
-
-
-def standard_error(values: torch.Tensor) -> float:
-    """Standard error of the mean of `values`; NaN for fewer than two, where it is undefined."""
-    return float(values.std() / math.sqrt(len(values))) if len(values) > 1 else float("nan")
+from qscaling.stats import standard_error
 
 
 @torch.no_grad()

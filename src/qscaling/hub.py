@@ -11,6 +11,7 @@ from pathlib import Path
 
 from qscaling.checkpoint import save_checkpoint
 from qscaling.data.fetch import sha256_file
+from qscaling.plan import LOCAL
 
 WEIGHT_PATTERNS = [
     "config.json",
@@ -22,7 +23,6 @@ WEIGHT_PATTERNS = [
 ]
 PYTHIA_TOKENS_PER_STEP = 1024 * 2048  # Pythia: 1024 sequences of 2048 tokens per step (Biderman et al. 2023)
 # The `repo` of your own checkpoints (a study's `source: local`): each revision is then an HF-format directory.
-LOCAL = "local"
 
 
 def fetch_revision(repo: str, revision: str) -> Path:

@@ -11,8 +11,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from qscaling.config import Common
 from qscaling.runspec import RunSpec
-from qscaling.shape import ModelShape
+
+LOCAL = "local"  # the repo of a `HubRun` that stands for your own checkpoints on disk
 
 
 @dataclass
@@ -32,26 +34,9 @@ class RunPlan:
 
 
 # Keys of the `training` section that are not RunSpec fields: the shape's context, checkpointing, and the rules
-# that turn a size into its peak LR and warmup (`peak_lr`, `warmup_tokens`).
+# that turn a size into its peak LR and warmup (`Training.peak_lr`, `Training.warmup_tokens`).
 RECIPE_KEYS = ("seq_len", "state_every_steps", "lr", "lr_reference_params", "lr_exponent", "warmup_tokens_per_param",
                "warmup_max_fraction")  # fmt: skip
-
-
-def peak_lr(training: dict, n_params: int) -> float:
-    """The size's peak LR: `lr` at `lr_reference_params`, scaled as N^−lr_exponent (the power law `snakemake
-    ladder_lr` fits to the per-size optima), rounded to 3 significant digits so run ids stay readable."""
-    value = training["lr"] * (n_params / training["lr_reference_params"]) ** -training["lr_exponent"]
-    return float(f"{value:.3g}")
-
-
-def warmup_tokens(training: dict, n_params: int, schedule: str, total_tokens: int) -> int:
-    """Linear warmup over `warmup_tokens_per_param`·N tokens, so it grows with the model and not with the budget
-    (a WSD trunk serves every budget, so its warmup cannot depend on one); a cosine run's warmup is also capped at
-    `warmup_max_fraction` of its tokens, so a short run is not mostly warmup."""
-    tokens = round(training["warmup_tokens_per_param"] * n_params)
-    if schedule == "cosine":
-        tokens = min(tokens, math.floor(training["warmup_max_fraction"] * total_tokens))
-    return tokens
 
 
 def log_spaced_tokens(start: int, stop: int, count: int) -> list[int]:
@@ -63,22 +48,19 @@ def log_spaced_tokens(start: int, stop: int, count: int) -> list[int]:
 class Planner:
     """Collects runs; every method returns the run id to read checkpoints from."""
 
-    def __init__(self, config: dict, data_id: str):
-        self.config, self.data_id = config, data_id
+    def __init__(self, common: Common, data_id: str):
+        self.common, self.data_id = common, data_id
         self.runs: dict[str, RunPlan] = {}
         self.hub_runs: dict[str, HubRun] = {}
         self.curves: dict[str, set[tuple[str, int]]] = {}  # study -> (run, tokens) whose training curve it reads
 
     def spec(self, size: str, total_tokens: int, **overrides) -> RunSpec:
-        training = self.config["training"]
-        shape = ModelShape(
-            **self.config["ladder"][size], vocab_size=self.config["corpus"]["vocab_size"], seq_len=training["seq_len"]
-        )
-        fields = {k: v for k, v in training.items() if k not in RECIPE_KEYS} | {"betas": tuple(training["betas"])}
-        fields |= overrides
+        training, shape = self.common.training, self.common.shape(size)
+        recipe = {k: v for k, v in training.model_dump().items() if k not in RECIPE_KEYS}
+        fields = recipe | {"betas": tuple(training.betas)} | overrides
         n_params = shape.non_embedding_params
-        fields.setdefault("lr", peak_lr(training, n_params))
-        fields.setdefault("warmup_tokens", warmup_tokens(training, n_params, fields["schedule"], total_tokens))
+        fields.setdefault("lr", training.peak_lr(n_params))
+        fields.setdefault("warmup_tokens", training.warmup_tokens(n_params, fields["schedule"], total_tokens))
         return RunSpec(size=size, shape=shape, data=self.data_id, total_tokens=total_tokens, **fields)
 
     def _need(self, spec: RunSpec, milestones=(), branch_points=()) -> str:
@@ -101,7 +83,7 @@ class Planner:
 
     def cooldown(self, size: str, budget: int, fraction: float, **overrides) -> str:
         """An annealed model at `budget` tokens: branch from the trunk at (1 − fraction)·budget, decay to budget."""
-        tokens_per_step = self.config["training"]["batch_size"] * self.config["training"]["seq_len"]
+        tokens_per_step = self.common.training.batch_size * self.common.training.seq_len
         start = math.floor(budget * (1 - fraction) / tokens_per_step) * tokens_per_step
         if start <= 0:
             raise ValueError(f"cooldown of {size} at {budget} tokens: the branch point falls before the first step")
@@ -129,8 +111,6 @@ class Planner:
 
     def local(self, label: str, tokens: int, path: str) -> str:
         """Your own HF-format checkpoint at `path`, trained on `tokens` tokens, imported as a checkpoint of `label`."""
-        from qscaling.hub import LOCAL
-
         run_id = f"local-{label}"
         plan = self.hub_runs.setdefault(run_id, HubRun(LOCAL, label))
         if plan.revisions.get(tokens, path) != path:
@@ -174,44 +154,3 @@ def compute_reuse(planner: Planner, checkpoints: dict[str, set[tuple[str, int]]]
     rows.append(dict(study="all", checkpoints=len(every), runs=len(planner.runs), trained=trained,
                      from_scratch=from_scratch, reuse=from_scratch / trained if trained else float("nan")))  # fmt: skip
     return rows
-
-
-def add_arguments(parser) -> None:
-    parser.add_argument("--scale", default="default", help="config preset (default: default)")
-    parser.add_argument("--configfile", default=None, help="config YAML (default: the embedded config.yaml)")
-
-
-def run(args) -> int:
-    """`qscaling plan`: the runs a config trains and how much training its cooldown branches and shared specs save."""
-    from pathlib import Path
-
-    import yaml
-
-    from qscaling.config import corpus_id, resolve_config
-    from qscaling.studies import learning_curve_runs, plan_all
-
-    path = Path(args.configfile or Path(__file__).resolve().parents[2] / "config.yaml")
-    config = resolve_config({**yaml.safe_load(path.read_text()), "scale": args.scale})
-    planner, evaluations = plan_all(config, corpus_id(config))
-    # What each study reads of the runs: scored checkpoints and training curves, each one from-scratch run's worth.
-    checkpoints = {
-        study: {(e.run, e.tokens) for e in found} | planner.curves.get(study, set())
-        for study, found in evaluations.items()
-    }
-    checkpoints["learning curves"] = {
-        (run, tokens) for run in learning_curve_runs(config, planner) for tokens in planner.runs[run].milestones
-    }
-    branches = sum(1 for plan in planner.runs.values() if plan.spec.cooldown)
-    print(f"{args.scale}: {len(planner.runs)} runs ({len(planner.runs) - branches} from scratch, {branches} cooldown "
-          f"branches), {len(planner.hub_runs)} imported")  # fmt: skip
-    *studies, total = compute_reuse(planner, checkpoints)
-    width = max(len("shared by several"), *(len(row["study"]) for row in studies))
-    print(f"{'':<{width}} {'checkpoints':>11} {'own runs':>8} {'tokens they train':>18}")
-    for row in studies:
-        print(f"{row['study']:<{width}} {row['checkpoints']:>11} {row['runs']:>8} {row['trained'] / 1e6:>17.1f}M")
-    print(f"{'shared by several':<{width}} {'':>11} {total['runs'] - sum(r['runs'] for r in studies):>8} "
-          f"{(total['trained'] - sum(r['trained'] for r in studies)) / 1e6:>17.1f}M")  # fmt: skip
-    print(f"{'all':<{width}} {total['checkpoints']:>11} {total['runs']:>8} {total['trained'] / 1e6:>17.1f}M")
-    print(f"compute reuse {total['reuse']:.2f}x: one from-scratch run per scored checkpoint or training curve (N, D, "
-          f"precision, recipe) would train {total['from_scratch'] / 1e6:.1f}M tokens")  # fmt: skip
-    return 0

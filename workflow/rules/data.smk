@@ -1,13 +1,13 @@
 rule prepare_corpus:
     output:
-        train="results/data/{corpus}/train.bin",
-        val="results/data/{corpus}/val.bin",
-        tokenizer="results/data/{corpus}/tokenizer.json",
-        summary="results/data/{corpus}/corpus.json",
+        train=LAYOUT.data("train.bin"),
+        val=LAYOUT.data("val.bin"),
+        tokenizer=LAYOUT.data("tokenizer.json"),
+        summary=LAYOUT.data("corpus.json"),
     log:
-        "logs/data/{corpus}.log",
+        f"logs/data/{CORPUS}.log",
     benchmark:
-        "benchmarks/data/{corpus}.tsv"
+        f"benchmarks/data/{CORPUS}.tsv"
     conda:
         CONDA_ENV
     threads: 2
@@ -15,9 +15,9 @@ rule prepare_corpus:
         mem_mb=4000,
         runtime=30,
     params:
-        corpus=config["corpus"],
+        corpus=CONFIG.corpus.model_dump(mode="json", exclude_unset=True),
     message:
-        "Fetching, splitting and tokenizing corpus {wildcards.corpus}"
+        f"Fetching, splitting and tokenizing corpus {CORPUS}"
     script:
         "../scripts/prepare_corpus.py"
 
@@ -26,11 +26,11 @@ rule prepare_ood_set:
     input:
         tokenizer=rules.prepare_corpus.output.tokenizer,
     output:
-        ood="results/data/{corpus}/ood.bin",
+        ood=LAYOUT.data("ood.bin"),
     log:
-        "logs/data/{corpus}.ood.log",
+        f"logs/data/{CORPUS}.ood.log",
     benchmark:
-        "benchmarks/data/{corpus}.ood.tsv"
+        f"benchmarks/data/{CORPUS}.ood.tsv"
     conda:
         CONDA_ENV
     threads: 1
@@ -38,9 +38,9 @@ rule prepare_ood_set:
         mem_mb=2000,
         runtime=10,
     params:
-        source=config["evaluation"]["ood_source"],
-        document_chars=config["corpus"]["document_chars"],
+        source=CONFIG.evaluation.ood_source,
+        document_chars=CONFIG.corpus.document_chars,
     message:
-        "Tokenizing the out-of-domain held-out set ({params.source}) with corpus {wildcards.corpus}'s tokenizer"
+        f"Tokenizing the out-of-domain held-out set ({{params.source}}) with corpus {CORPUS}'s tokenizer"
     script:
         "../scripts/prepare_ood_set.py"

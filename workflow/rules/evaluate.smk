@@ -1,9 +1,9 @@
 rule evaluate_run:
     input:
         summary=rules.train_run.output.summary,
-        val=rules.prepare_corpus.output.val.format(corpus=CORPUS),
+        val=rules.prepare_corpus.output.val,
     output:
-        table="results/evals/{run}/val.parquet",
+        table=LAYOUT.evaluations(),
     log:
         "logs/evaluate/{run}.log",
     benchmark:
@@ -15,8 +15,8 @@ rule evaluate_run:
         mem_mb=4000,
         runtime=60,
     params:
-        max_tokens=config["evaluation"]["max_tokens"],
-        batch_size=config["evaluation"]["batch_size"],
+        max_tokens=CONFIG.evaluation.max_tokens,
+        batch_size=CONFIG.evaluation.batch_size,
         device=DEVICE,
     message:
         "Evaluating every checkpoint of run {wildcards.run}"
@@ -26,10 +26,10 @@ rule evaluate_run:
 
 rule collect_learning_curves:
     input:
-        tables=expand(rules.evaluate_run.output.table, run=LEARNING_CURVE_RUNS),
-        summaries=expand(rules.train_run.output.summary, run=LEARNING_CURVE_RUNS),
+        tables=expand(rules.evaluate_run.output.table, run=PIPELINE.learning_curve_runs),
+        summaries=expand(rules.train_run.output.summary, run=PIPELINE.learning_curve_runs),
     output:
-        table="results/tables/learning_curves.parquet",
+        table=LAYOUT.table("learning_curves"),
     log:
         "logs/tables/learning_curves.log",
     benchmark:

@@ -1,8 +1,8 @@
 # Every declared figure (qscaling.figures.figure, next to its function): one rule per target, named like it
 # (kumar2024_fig2 → figures/kumar2024/fig2.png), calling the function on the named tables (.parquet) and fits (.json).
-FIGURE_OUTPUTS = [path for spec, _ in FIGURES for path in spec.outputs.values()]
+FIGURE_OUTPUTS = [path for spec, _ in PIPELINE.figures for path in spec.outputs.values()]
 
-for spec, figure_inputs in FIGURES:
+for spec, figure_inputs in PIPELINE.figures:
     caption = spec.caption or os.path.join(workflow.basedir, "workflow", "report", f"{spec.target}.rst")
 
     rule:

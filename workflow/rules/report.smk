@@ -9,7 +9,7 @@ report: "../report/workflow.rst"
 
 rule report_fit_table:
     input:
-        fits=[path for fits in STUDY_FITS.values() for path in fits.values()],
+        fits=[path for fits in PIPELINE.fits.values() for path in fits.values()],
     output:
         table=report("results/report/fits.csv", caption="../report/fits.rst", category="fitted laws"),
     log:

@@ -1,22 +1,22 @@
-# Every study's jobs, made by one loop over the configured studies (qscaling.studies): scoring each checkpoint,
+# Every study's jobs, made by one loop over the configured studies (qscaling.pipeline): scoring each checkpoint,
 # the study's other tables, its tidy table, its fits; then every study's claims.
 
 
-for study, scoring in SCORING.items():
+for study, scoring in PIPELINE.scoring.items():
 
     rule:
         name:
             f"score_{study}"
         input:
             **scoring.inputs,
-            summary="results/runs/{run}/run.json",
+            summary=LAYOUT.run_summary(),
         output:
             **{name: LAYOUT.scored(study, name) for name in scoring.outputs},
             table=LAYOUT.scored(study),
         log:
-            f"logs/ptq/{study}/{{run}}/{{tokens}}.log",
+            LAYOUT.scored_log(study),
         benchmark:
-            f"benchmarks/ptq/{study}/{{run}}/{{tokens}}.tsv"
+            LAYOUT.scored_log(study, "benchmarks")
         conda:
             CONDA_ENV
         threads: 1
@@ -35,7 +35,7 @@ for study, scoring in SCORING.items():
             "../scripts/score_checkpoint.py"
 
 
-for study, study_jobs in STUDY_JOBS.items():
+for study, study_jobs in PIPELINE.jobs.items():
     for job in study_jobs:
 
         rule:
@@ -66,9 +66,11 @@ for study, study_jobs in STUDY_JOBS.items():
 
 rule collect_study_table:
     input:
-        rows=lambda wildcards: [LAYOUT.scored(e.study, "table", e.run, e.tokens) for e in EVALUATIONS[wildcards.study]],
+        rows=lambda wildcards: [
+            LAYOUT.scored(e.study, "table", e.run, e.tokens) for e in PIPELINE.evaluations[wildcards.study]
+        ],
     output:
-        table="results/tables/{study}.parquet",
+        table=LAYOUT.table("{study}"),
     log:
         "logs/tables/{study}.log",
     benchmark:
@@ -80,27 +82,26 @@ rule collect_study_table:
         mem_mb=2000,
         runtime=5,
     params:
-        module=lambda wildcards: STUDIES[wildcards.study].__name__,
-        settings=lambda wildcards: settings(config, wildcards.study),
+        study=lambda wildcards: STUDIES[wildcards.study].params,
     message:
         "Collecting the {wildcards.study} table"
     script:
         "../scripts/collect_study_table.py"
 
 
-for study, module in STUDIES.items():
-    if not STUDY_FITS[study] and not FIT_TABLES[study]:
+for study, configured in STUDIES.items():
+    if not PIPELINE.fits[study] and not PIPELINE.fit_tables[study]:
         continue
 
     rule:
         name:
             f"fit_{study}"
         input:
-            **FIT_INPUTS[study],
-            table=ARTIFACTS[study],
+            **PIPELINE.fit_inputs(study),
+            table=LAYOUT.table(study),
         output:
-            **STUDY_FITS[study],
-            **FIT_TABLES[study],
+            **PIPELINE.fits[study],
+            **PIPELINE.fit_tables[study],
         log:
             f"logs/fits/{study}.log",
         benchmark:
@@ -112,27 +113,19 @@ for study, module in STUDIES.items():
             mem_mb=2000,
             runtime=20,
         params:
-            module=module.__name__,
-            fits=list(STUDY_FITS[study]),
-            fit_tables=list(FIT_TABLES[study]),
-            fit_inputs=list(FIT_INPUTS[study]),
-            settings=settings(config, study),
+            study=configured.params,
+            fits=list(PIPELINE.fits[study]),
+            fit_tables=list(PIPELINE.fit_tables[study]),
+            fit_inputs=list(PIPELINE.fit_inputs(study)),
         message:
             f"Fitting the {study} laws"
         script:
             "../scripts/fit_study.py"
 
 
-# Named inputs "<study>.<table>" and "<study>.fit.<name>": the claims script reads exactly these files.
-CLAIM_INPUTS = {
-    **{f"{study}.{name}": path for study, named in STUDY_ARTIFACTS.items() for name, path in named.items()},
-    **{f"{study}.fit.{name}": path for study, fits in STUDY_FITS.items() for name, path in fits.items()},
-}
-
-
 rule collect_claims:
     input:
-        **CLAIM_INPUTS,
+        **PIPELINE.claim_inputs(),
     output:
         table=report("results/claims.csv", caption="../report/claims.rst", category="claims"),
         rendered="results/claims.md",
@@ -147,9 +140,8 @@ rule collect_claims:
         mem_mb=2000,
         runtime=5,
     params:
-        studies={study: module.__name__ for study, module in STUDIES.items()},
-        settings={study: settings(config, study) for study in STUDIES},
-        scale=config["scale"],
+        studies=[configured.params for configured in STUDIES.values()],
+        scale=CONFIG.scale,
     message:
         "Checking every claim against this run"
     script:

@@ -1,9 +1,9 @@
 rule train_run:
     input:
-        train=rules.prepare_corpus.output.train.format(corpus=CORPUS),
+        train=rules.prepare_corpus.output.train,
         trunk=get_trunk_inputs,
     output:
-        summary="results/runs/{run}/run.json",
+        summary=LAYOUT.run_summary(),
     log:
         "logs/train/{run}.log",
     benchmark:
@@ -21,7 +21,7 @@ rule train_run:
         spec=lambda wildcards: RUNS[wildcards.run].spec.to_dict(),
         milestones=lambda wildcards: sorted(RUNS[wildcards.run].milestones),
         branch_points=lambda wildcards: sorted(RUNS[wildcards.run].branch_points),
-        state_every_steps=config["training"]["state_every_steps"],
+        state_every_steps=CONFIG.training.state_every_steps,
         device=DEVICE,
     message:
         "Training run {wildcards.run} (gpu={resources.gpu})"
@@ -31,7 +31,7 @@ rule train_run:
 
 rule import_hub_run:
     output:
-        summary="results/runs/{run}/run.json",
+        summary=LAYOUT.run_summary(),
     log:
         "logs/train/{run}.log",
     benchmark:

@@ -7,18 +7,18 @@ from qscaling.worker import delegate
 
 delegate()  # run in the warm worker of `qscaling run` when there is one
 
-import importlib
-
 from qscaling.atomic import write_csv, write_text
 from qscaling.figures import load_figure_inputs
 from qscaling.provenance import job_context
 from qscaling.studies.claims import claims_frame, render_markdown
+from qscaling.studies.registry import configured_from_params
 
 with job_context(snakemake):
     params, named = snakemake.params, dict(snakemake.input.items())
     rows = []
-    for study, module_name in params.studies.items():
-        prefix = f"{study}."
+    for configured in params.studies:
+        study, settings = configured_from_params(configured)
+        prefix = f"{study.name}."
         tables, fits = load_figure_inputs(
             {
                 name.removeprefix(prefix).removeprefix("fit."): path
@@ -26,7 +26,7 @@ with job_context(snakemake):
                 if name.startswith(prefix)
             }
         )
-        rows.extend(importlib.import_module(module_name).claims(tables, fits, params.settings[study]))
+        rows.extend(study.claims(tables, fits, settings))
     frame = claims_frame(rows, params.scale)
     write_csv(frame, snakemake.output.table)
     write_text(snakemake.output.rendered, render_markdown(frame))

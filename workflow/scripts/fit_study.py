@@ -1,23 +1,22 @@
-"""Rules fit_<study>: the study's laws fitted to its table (and the tables its FIT_INPUTS name) → one JSON per fit
-(or the reason it failed), plus the tables its fits make."""
+"""Rules fit_<study>: the study's laws fitted to its table (and the tables its `fit_inputs` name) → one JSON per
+fit (or the reason it failed), plus the tables its fits make."""
 
 from qscaling.worker import delegate
 
 delegate()  # run in the warm worker of `qscaling run` when there is one
 
-import importlib
-
 import pandas as pd
 
 from qscaling.atomic import write_json, write_table
 from qscaling.provenance import job_context
+from qscaling.studies.registry import configured_from_params
 
 with job_context(snakemake):
     params = snakemake.params
-    study = importlib.import_module(params.module)
+    study, settings = configured_from_params(params.study)
     table = pd.read_parquet(snakemake.input.table)
     inputs = {name: pd.read_parquet(snakemake.input[name]) for name in params.fit_inputs}
-    for fit_name, result in study.fit_laws(table, params.settings, **inputs).items():
+    for fit_name, result in study.fit_laws(table, settings, **inputs).items():
         path = snakemake.output[fit_name]
         if isinstance(result, str):
             write_json(path, {"error": result})
@@ -26,5 +25,5 @@ with job_context(snakemake):
             result.to_json(path)
             print(f"{fit_name}: {result.params}")
     if params.fit_tables:
-        for name, frame in study.fit_tables(table, params.settings, **inputs).items():
+        for name, frame in study.fit_tables(table, settings, **inputs).items():
             write_table(frame, snakemake.output[name])

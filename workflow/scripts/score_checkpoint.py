@@ -13,7 +13,7 @@ from qscaling.atomic import write_table
 from qscaling.device import resolve_device
 from qscaling.figures import resolve_function
 from qscaling.provenance import job_context, path_sha256
-from qscaling.studies import diverged_rows
+from qscaling.studies.scoring import diverged_rows
 from qscaling.train import milestone_name
 
 with job_context(snakemake) as extra_inputs:

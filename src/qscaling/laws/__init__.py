@@ -7,6 +7,9 @@ result = fit(law, table, bootstrap=200)          # params, CIs, R², RMSE, held-
 result.to_json("results/fits/capybara.json"); load_fit("results/fits/capybara.json")
 """
 
+import json
+from pathlib import Path
+
 from qscaling.laws import baseline, chen2025, kumar2024, ouyang2024, sun2025
 from qscaling.laws.core import Fit, Law, PaperParams, Param, compare_sources, fit, profile, start_grid, start_sample
 
@@ -49,16 +52,22 @@ def derived_quantities(law_name: str, params) -> dict:
     return module.derived_quantities(law_name, params) if module else {}
 
 
+def try_fit(law_name: str, rows, **options) -> Fit | str:
+    """A Fit of LAWS[law_name] to `rows` (`fit`'s options), or the one-line reason it could not be made (too few
+    points, non-positive targets, …)."""
+    try:
+        return fit(LAWS[law_name], rows, **options)
+    except ValueError as error:
+        return f"{law_name}: {error}"
+
+
 def load_fit(path) -> Fit:
     """Read a fit written by `Fit.to_json`."""
-    import json
-    from pathlib import Path
-
     data = json.loads(Path(path).read_text())
     return Fit.from_dict(data, get_law(data["law"]))
 
 
 __all__ = [
     "LAWS", "Fit", "Law", "PaperParams", "Param", "compare_sources", "derived_quantities", "fit", "get_law",
-    "load_fit", "profile", "start_grid", "start_sample",
+    "load_fit", "profile", "start_grid", "start_sample", "try_fit",
 ]  # fmt: skip

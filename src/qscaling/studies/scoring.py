@@ -1,30 +1,36 @@
-"""Score one checkpoint before and after each post-training quantization, on the same held-out windows.
+"""Scoring one checkpoint, the job-time part every study shares (loads torch): the columns that say which
+checkpoint a row scores, its held-out windows as trained, and the post-training quantization loop — the
+checkpoint before and after each quantization, on the same held-out windows.
 
-One job per checkpoint (not per quantization): loading, calibration sampling and the unquantized pass are shared,
-and tiny models quantize in a second. Rows are tidy: one per (quantization, split), with the unquantized loss
-alongside and `delta_se` from the per-window paired differences.
+One PTQ job per checkpoint (not per quantization): loading, calibration sampling and the unquantized pass are
+shared, and tiny models quantize in a second. Rows are tidy: one per (quantization, split), with the unquantized
+loss alongside and `delta_se` from the per-window paired differences.
 """
 
 import copy
 import logging
 import time
 
+import numpy as np
 import pandas as pd
 
 from qscaling.checkpoint import load_checkpoint
-from qscaling.evaluate import evaluate_loss, standard_error
+from qscaling.data import load_tokens
+from qscaling.evaluate import evaluate_loss
 from qscaling.model import count_non_embedding_params
 from qscaling.quant.gptq import DEFAULT_DAMP
+from qscaling.quant.precision import run_precision_label
 from qscaling.quant.ptq import quantize_model, sample_calibration
 from qscaling.quant.spec import parse_spec
-from qscaling.studies import with_labels
+from qscaling.runspec import RunSpec
+from qscaling.stats import standard_error
+from qscaling.studies.study import Quantization
+from qscaling.studies.tables import with_labels
 
 
 def checkpoint_columns(model, metadata: dict) -> dict:
     """The columns that say which checkpoint a row scores: run, size, N (non-embedding), D, milestone, and the
     label of the precision the run trained at (`qscaling.quant.precision.training_precision_label`)."""
-    from qscaling.quant.precision import run_precision_label
-
     spec = metadata.get("spec", {})
     return {
         "run": metadata.get("run_id"),
@@ -34,6 +40,45 @@ def checkpoint_columns(model, metadata: dict) -> dict:
         "milestone": metadata.get("milestone_tokens"),
         "training_precision": run_precision_label(spec),
     }
+
+
+def diverged_rows(summary: dict, tokens: int, labels: list[dict]) -> pd.DataFrame:
+    """The rows of a checkpoint its run never wrote because training diverged first (`run.json`'s `diverged`
+    record, `qscaling.train`): the columns that say which checkpoint it is, `diverged` True and the reason."""
+    spec = RunSpec.from_dict(summary["spec"])
+    row = {
+        "run": summary["run_id"],
+        "size": spec.size,
+        "N": spec.shape.non_embedding_params,
+        "D": -(-tokens // spec.tokens_per_step) * spec.tokens_per_step,
+        "milestone": tokens,
+        "training_precision": run_precision_label(summary["spec"]),
+        "diverged": True,
+        "diverged_reason": summary["diverged"]["reason"],
+    }
+    return with_labels(pd.DataFrame([row]), labels)
+
+
+def score_windows(checkpoint, val_path: str, params: dict, device: str):
+    """A checkpoint loaded as it trained and evaluated on the held-out windows: (model, held-out tokens, one row
+    per window with its loss and the checkpoint's columns, those columns). Per-window rows let a study pair two
+    models' losses on the same windows (δ and its standard error) when it builds its table."""
+    model, metadata = load_checkpoint(checkpoint)
+    model.to(device)
+    tokens = load_tokens(val_path)
+    seq_len = model.config.max_position_embeddings
+    result = evaluate_loss(
+        model, tokens, seq_len=seq_len, batch_size=params["batch_size"], max_tokens=params["eval_tokens"]
+    )
+    columns = checkpoint_columns(model, metadata)
+    windows = pd.DataFrame({"window": np.arange(len(result["per_window"])), "loss": result["per_window"].numpy()})
+    return model, tokens, windows.assign(**columns)[[*columns, "window", "loss"]], columns
+
+
+def score_as_trained(checkpoint, inputs: dict, params: dict, labels: list[dict], device: str) -> dict:
+    """One checkpoint evaluated as it trained: its loss on every held-out window (what δ is paired over)."""
+    _, _, windows, _ = score_windows(checkpoint, inputs["val"], params, device)
+    return {"table": with_labels(windows, labels)}
 
 
 def paired_loss(result: dict, base: dict) -> dict:
@@ -52,6 +97,25 @@ def paired_loss(result: dict, base: dict) -> dict:
 def spec_bits(spec: str) -> int:
     parsed = parse_spec(spec)
     return parsed.bits if parsed.kind == "int" else 1 + parsed.exponent_bits + parsed.mantissa_bits
+
+
+def _unquantized_rows(base_row: dict, baseline: dict) -> list[dict]:
+    return [
+        {
+            **base_row,
+            "method": "none",
+            "spec": "none",
+            "bits": 16,
+            "split": split,
+            "loss": result["loss"],
+            "loss_se": result["loss_se"],
+            "base_loss": result["loss"],
+            "delta": 0.0,
+            "delta_se": 0.0,
+            "eval_tokens": result["tokens"],
+        }
+        for split, result in baseline.items()
+    ]
 
 
 def score_checkpoint(
@@ -81,22 +145,7 @@ def score_checkpoint(
         return evaluate_loss(candidate, held_out[split], seq_len=seq_len, batch_size=batch_size, max_tokens=eval_tokens)
 
     baseline = {split: score(model, split) for split in held_out}
-    rows = [
-        {
-            **base_row,
-            "method": "none",
-            "spec": "none",
-            "bits": 16,
-            "split": split,
-            "loss": result["loss"],
-            "loss_se": result["loss_se"],
-            "base_loss": result["loss"],
-            "delta": 0.0,
-            "delta_se": 0.0,
-            "eval_tokens": result["tokens"],
-        }
-        for split, result in baseline.items()
-    ]
+    rows = _unquantized_rows(base_row, baseline)
     calib = sample_calibration(calibration_tokens, calibration["sequences"], seq_len, calibration["seed"])
     for quantization in quantizations:
         quantized = copy.deepcopy(model)
@@ -107,12 +156,13 @@ def score_checkpoint(
         # Timings go to the log, not the table: tables must be byte-identical across reruns.
         logging.getLogger(__name__).info("%s: %.2f s", quantization.label, time.perf_counter() - started)
         for split in quantization.splits:
+            quantized_columns = {"method": quantization.method, "spec": quantization.spec}
+            bits = spec_bits(quantization.spec)
             rows.append(
                 {
                     **base_row,
-                    "method": quantization.method,
-                    "spec": quantization.spec,
-                    "bits": spec_bits(quantization.spec),
+                    **quantized_columns,
+                    "bits": bits,
                     "split": split,
                     **paired_loss(score(quantized, split), baseline[split]),
                 }
@@ -122,10 +172,8 @@ def score_checkpoint(
 
 
 def score_job(checkpoint, inputs: dict, params: dict, labels: list[dict], device: str) -> dict:
-    """The scoring job of `ptq_scoring`: rows of `score_checkpoint`, repeated under each variant label."""
-    from qscaling.data import load_tokens
-    from qscaling.studies import Quantization
-
+    """The scoring job of `qscaling.studies.grids.ptq_scoring`: rows of `score_checkpoint`, repeated under each
+    variant label."""
     held_out = {split: load_tokens(inputs[split]) for split in ("val", "ood") if split in inputs}
     table = score_checkpoint(
         checkpoint,

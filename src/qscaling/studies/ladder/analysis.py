@@ -1,4 +1,4 @@
-"""The model ladder: every size annealed at every budget in range, the Chinchilla law fitted on those points, and
+"""The ladder's analysis: its table, the Chinchilla fit, the LR sweep's law and the claims. The grid: every size annealed at every budget in range, the Chinchilla law fitted on those points, and
 the learning-rate sweep that chose the recipe every other study trains with.
 
 Grid: each (size, budget) with `min_tokens_per_param` ≤ D/N ≤ `max_tokens_per_param`, annealed by a WSD cooldown
@@ -20,127 +20,26 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from qscaling.config import ConfigError, check_sizes
-from qscaling.laws import LAWS, profile
+from qscaling.atomic import write_table
+from qscaling.config import Training
+from qscaling.laws import LAWS, profile, try_fit
 from qscaling.laws.baseline import CHINCHILLA
-from qscaling.plan import peak_lr
-from qscaling.studies import Evaluation, Job, Scoring, label, non_embedding_params, scaled_peak_lr, try_fit
 from qscaling.studies.claims import INCONCLUSIVE, ci_within_bounds, claim, positive_parameter_claim
+from qscaling.studies.ladder.grid import STUDY
+from qscaling.studies.ladder.settings import LadderSettings
 
-STUDY = "ladder"
-FIGURES = "qscaling.figures.common"
-SHARED_SETTINGS = ("training",)
 EPOCH_AI = CHINCHILLA.paper_params["epoch2024"]  # Besiroglu et al.'s refit of Chinchilla: α 0.348, β 0.366
 HELDOUT_TARGET = 0.03  # leave-one-size-out relative error the ladder is designed to reach
 ALPHA_TARGET = 0.1  # the lower end of α's 95 % CI the ladder is designed to reach
-FIT_TABLES = ("e_profile",)
 E_PROFILE_POINTS = 8
 E_PROFILE_TOP = 0.9  # the profile's largest E, as a share of the least loss measured (E must stay below every loss)
 FLAT = 0.01  # a profile point fits "as well" as the best when its objective is within this share of the best's
 
 
-def check_config(config: dict) -> None:
-    block, key = config["studies"][STUDY], f"studies.{STUDY}"
-    check_sizes(config, f"{key}.sizes", block["sizes"])
-    check_sizes(config, f"{key}.lr_sweep.sizes", block["lr_sweep"]["sizes"])
-    if block["min_tokens_per_param"] > block["max_tokens_per_param"]:
-        raise ConfigError(f"config key {key}.min_tokens_per_param: above max_tokens_per_param")
-    if 1 not in block["lr_sweep"]["lr_multipliers"]:
-        raise ConfigError(f"config key {key}.lr_sweep.lr_multipliers: must include 1 (the recipe's own LR)")
-    for size in block["sizes"]:
-        if not grid_budgets(config, size):
-            raise ConfigError(
-                f"config key {key}.budgets: no budget puts {size} (N={non_embedding_params(config, size):,}) "
-                f"within D/N ∈ [{block['min_tokens_per_param']}, {block['max_tokens_per_param']}]"
-            )
-
-
-def grid_budgets(config: dict, size: str) -> list[int]:
-    block, n = config["studies"][STUDY], non_embedding_params(config, size)
-    return [d for d in block["budgets"] if block["min_tokens_per_param"] <= d / n <= block["max_tokens_per_param"]]
-
-
-def sweep_budget(config: dict, size: str) -> int:
-    """The budget of `size`'s LR sweep: of all budgets, the one nearest (in log) `tokens_per_param`·N."""
-    block, n = config["studies"][STUDY], non_embedding_params(config, size)
-    target = block["lr_sweep"]["tokens_per_param"] * n
-    return min(block["budgets"], key=lambda budget: abs(math.log(budget / target)))
-
-
-def plan(config: dict, planner) -> list[Evaluation]:
-    """The grid's points and the sweep's, one evaluation per checkpoint: the sweep's ×1 point is a grid point and
-    carries both labels."""
-    block = config["studies"][STUDY]
-    anneal, fraction = block["anneal"], block["cooldown_fraction"]
-    labels = {}
-    for size in block["sizes"]:
-        for budget in grid_budgets(config, size):
-            run = planner.annealed(size, budget, anneal, fraction)
-            labels.setdefault((run, budget), []).append(label(variant="grid", lr_multiplier=1.0))
-    for size in block["lr_sweep"]["sizes"]:
-        budget = sweep_budget(config, size)
-        for multiplier in block["lr_sweep"]["lr_multipliers"]:
-            run = planner.annealed(size, budget, anneal, fraction, lr=scaled_peak_lr(config, size, multiplier))
-            labels.setdefault((run, budget), []).append(label(variant="lr_sweep", lr_multiplier=float(multiplier)))
-    return [Evaluation(STUDY, run, tokens, tuple(variants)) for (run, tokens), variants in labels.items()]
-
-
-def scoring(config: dict, layout) -> Scoring:
-    params = {"eval_tokens": config["studies"][STUDY]["eval_tokens"], "batch_size": config["evaluation"]["batch_size"]}
-    return Scoring(f"{__name__}:score_job", {"val": layout.data("val.bin")}, params, message="Scoring")
-
-
-def score_job(checkpoint, inputs: dict, params: dict, labels: list[dict], device: str) -> dict:
-    """The held-out loss of one annealed checkpoint, with the peak LR and warmup it trained with."""
-    from qscaling.checkpoint import load_checkpoint
-    from qscaling.data import load_tokens
-    from qscaling.evaluate import evaluate_loss
-    from qscaling.studies import with_labels
-    from qscaling.studies.ptq import checkpoint_columns
-
-    model, metadata = load_checkpoint(checkpoint)
-    model.to(device)
-    result = evaluate_loss(
-        model,
-        load_tokens(inputs["val"]),
-        seq_len=model.config.max_position_embeddings,
-        batch_size=params["batch_size"],
-        max_tokens=params["eval_tokens"],
-    )
-    spec = metadata["spec"]
-    row = {
-        **checkpoint_columns(model, metadata),
-        "lr": spec["lr"],
-        "warmup_tokens": spec["warmup_tokens"],
-        "loss": result["loss"],
-        "loss_se": result["loss_se"],
-        "eval_tokens": result["tokens"],
-    }
-    return {"table": with_labels(pd.DataFrame([row]), labels)}
-
-
-def jobs(config: dict, evaluations: list[Evaluation], layout) -> list[Job]:
-    """`ladder_lr`: the sweep's rows, each size's optimum and the LR(N) power law, from the sweep's checkpoints
-    alone (so the target trains only the sweep)."""
-    swept = {(e.run, e.tokens) for e in evaluations if any(dict(v)["variant"] == "lr_sweep" for v in e.labels)}
-    return [
-        Job(
-            "lr",
-            f"{__name__}:lr_sweep_job",
-            {"rows": [layout.scored(STUDY, "table", run, tokens) for run, tokens in sorted(swept)]},
-            {"lr_sweep": layout.table(STUDY, "lr_sweep")},
-            {"training": config["training"]},
-            message="the learning-rate sweep and the LR(N) law",
-        )
-    ]
-
-
 def lr_sweep_job(inputs: dict, outputs: dict, params: dict) -> None:
-    from qscaling.atomic import write_table
-
     rows = pd.concat([pd.read_parquet(path) for path in inputs["rows"]], ignore_index=True)
     sweep = rows[rows["variant"] == "lr_sweep"]
-    write_table(lr_sweep_table(sweep, params["training"]), outputs["lr_sweep"])
+    write_table(lr_sweep_table(sweep, Training.model_validate(params["training"])), outputs["lr_sweep"])
 
 
 def lr_optimum(group: pd.DataFrame) -> tuple[float, bool]:
@@ -172,25 +71,25 @@ def lr_law(optima: pd.DataFrame, reference_params: float) -> dict:
     }
 
 
-def lr_sweep_table(sweep: pd.DataFrame, training: dict) -> pd.DataFrame:
+def lr_sweep_table(sweep: pd.DataFrame, training: Training) -> pd.DataFrame:
     """The sweep's rows with, per size, the measured optimum (`lr_opt`, `interior`), the recipe's LR, and the
     fitted law's prediction (`lr_law`; its constants in `law_lr_at_reference`, `law_exponent` and their CIs)."""
     optima = pd.DataFrame(
         [(n, *lr_optimum(group)) for n, group in sweep.groupby("N")], columns=["N", "lr_opt", "interior"]
     )
     table = sweep.merge(optima, on="N")
-    table["lr_recipe"] = [peak_lr(training, n) for n in table["N"]]
-    table["reference_params"] = float(training["lr_reference_params"])
+    table["lr_recipe"] = [training.peak_lr(n) for n in table["N"]]
+    table["reference_params"] = float(training.lr_reference_params)
     if len(optima) >= 2:
-        law = lr_law(optima, training["lr_reference_params"])
-        table["lr_law"] = law["lr_at_reference"] * (table["N"] / training["lr_reference_params"]) ** -law["exponent"]
+        law = lr_law(optima, training.lr_reference_params)
+        table["lr_law"] = law["lr_at_reference"] * (table["N"] / training.lr_reference_params) ** -law["exponent"]
         for name in ("lr_at_reference", "exponent"):
             table[f"law_{name}"] = law[name]
             table[f"law_{name}_low"], table[f"law_{name}_high"] = law[f"{name}_ci"]
     return table.sort_values(["N", "lr"]).reset_index(drop=True)
 
 
-def build_table(rows: pd.DataFrame, settings: dict) -> pd.DataFrame:
+def build_table(rows: pd.DataFrame, settings: LadderSettings) -> pd.DataFrame:
     table = rows.copy()
     table["tokens_per_param"] = table["D"] / table["N"]
     return table.sort_values(["variant", "N", "D", "lr"]).reset_index(drop=True)
@@ -200,20 +99,20 @@ def grid_rows(table: pd.DataFrame) -> pd.DataFrame:
     return table[table["variant"] == "grid"]
 
 
-def fit_names(settings: dict) -> list[str]:
+def fit_names(settings: LadderSettings) -> list[str]:
     return ["chinchilla"]
 
 
-def fit_laws(table: pd.DataFrame, settings: dict) -> dict:
+def fit_laws(table: pd.DataFrame, settings: LadderSettings) -> dict:
     """Chinchilla's L(N, D) on the annealed grid; CIs from resampling runs, held-out error leaving out each size."""
     return {
         "chinchilla": try_fit(
-            "chinchilla", grid_rows(table), bootstrap=settings["bootstrap"], group_col="N", run_col="run", seed=0
+            "chinchilla", grid_rows(table), bootstrap=settings.bootstrap, group_col="N", run_col="run", seed=0
         )
     }
 
 
-def fit_tables(table: pd.DataFrame, settings: dict) -> dict:
+def fit_tables(table: pd.DataFrame, settings: LadderSettings) -> dict:
     """The Chinchilla fit's profile over E (module docstring); empty where the grid is too small to fit."""
     rows = grid_rows(table)
     if len(rows) <= len(CHINCHILLA.params):
@@ -271,7 +170,7 @@ def heldout_claim(fit) -> dict:
     )
 
 
-def lr_recipe_claim(sweep: pd.DataFrame, training: dict) -> dict:
+def lr_recipe_claim(sweep: pd.DataFrame, training: Training) -> dict:
     """The recipe's LR exponent lies in the sweep's CI, and every swept size's optimum is inside the swept range."""
     text = "The recipe's LR(N) exponent agrees with this run's sweep (optimum inside the swept range at every size)"
     if "law_exponent" not in sweep:
@@ -281,11 +180,11 @@ def lr_recipe_claim(sweep: pd.DataFrame, training: dict) -> dict:
     optima = sweep.drop_duplicates("N")
     edges = [f"N={int(n):,}" for n, inside in zip(optima["N"], optima["interior"]) if not inside]
     statistic = (
-        f"fitted exponent {first['law_exponent']:.2f}, recipe {training['lr_exponent']:g}; "
-        f"LR* at N={training['lr_reference_params']:,.0f}: {first['law_lr_at_reference']:.2e} "
-        f"(recipe {training['lr']:g})" + (f"; optimum at the range's edge for {', '.join(edges)}" if edges else "")
+        f"fitted exponent {first['law_exponent']:.2f}, recipe {training.lr_exponent:g}; "
+        f"LR* at N={training.lr_reference_params:,.0f}: {first['law_lr_at_reference']:.2e} "
+        f"(recipe {training.lr:g})" + (f"; optimum at the range's edge for {', '.join(edges)}" if edges else "")
     )
-    agrees = low <= training["lr_exponent"] <= high and not edges
+    agrees = low <= training.lr_exponent <= high and not edges
     return claim(
         STUDY,
         text,
@@ -295,8 +194,8 @@ def lr_recipe_claim(sweep: pd.DataFrame, training: dict) -> dict:
     )
 
 
-def claims(tables: dict, fits: dict, settings: dict) -> list[dict]:
-    out = [lr_recipe_claim(tables["lr_sweep"], settings["training"])]
+def claims(tables: dict, fits: dict, settings: LadderSettings) -> list[dict]:
+    out = [lr_recipe_claim(tables["lr_sweep"], settings.training)]
     fit = fits.get("chinchilla")
     if fit is None:
         text = "Loss falls with N and with D (Chinchilla α, β > 0)"

@@ -1,0 +1,192 @@
+"""Everything the Snakefile needs before any job exists, built once from the raw config: the typed config, each
+configured study with its settings, every planned run and scored checkpoint, every study's jobs, fits and tables,
+and every declared figure with its inputs. The rule files read this; no study is named here.
+
+Also `qscaling plan`: the runs a config trains and how much its cooldown branches and shared specs save.
+"""
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from qscaling.config import Common, Config, resolve_config
+from qscaling.figures import declared_figures, figure_inputs, figure_modules
+from qscaling.layout import LEARNING_CURVES, Layout
+from qscaling.plan import Planner, compute_reuse, log_spaced_tokens
+from qscaling.settings import StudySettings
+from qscaling.studies.registry import BUILTIN, load_study, module_of, settings_params, study_settings
+from qscaling.studies.study import Evaluation, Job, Scoring, Study
+
+CONFIG_PATH = Path(__file__).resolve().parents[2] / "config.yaml"
+
+
+@dataclass(frozen=True)
+class ConfiguredStudy:
+    """A study as this config runs it: its registration, its typed settings and the module that registers it."""
+
+    study: Study
+    settings: StudySettings
+    module: str
+
+    @property
+    def name(self) -> str:
+        return self.study.name
+
+    @property
+    def params(self) -> dict:
+        """The rule parameters every analysis job of the study reads (`qscaling.studies.registry`)."""
+        return {"study": self.name, "module": self.module, "settings": settings_params(self.settings)}
+
+
+def configured_studies(config: Config) -> dict[str, ConfiguredStudy]:
+    """Every configured study in config order, its block checked and typed (ConfigError naming the key)."""
+    common = config.common()
+    studies = {}
+    for name, block in config.studies.items():
+        module = module_of(name, block)
+        study = load_study(name, module)
+        studies[name] = ConfiguredStudy(study, study_settings(study, block, common), module)
+    return studies
+
+
+def learning_curve_runs(common: Common, planner: Planner) -> list[str]:
+    """The trunks of `learning_curves`, checkpointed at its log-spaced milestones."""
+    curves = common.learning_curves
+    milestones = log_spaced_tokens(curves.first_milestone, curves.total_tokens, curves.milestones)
+    return [planner.trunk(size, upto=curves.total_tokens, milestones=milestones) for size in curves.sizes]
+
+
+def plan_all(config: Config, studies: dict[str, ConfiguredStudy] | None = None):
+    """(planner, {study: its evaluations}): every run the configuration needs (shared where specs coincide)."""
+    studies = configured_studies(config) if studies is None else studies
+    common = config.common()
+    planner = Planner(common, common.corpus_id)
+    learning_curve_runs(common, planner)
+    evaluations = {name: s.study.plan(s.settings, common, planner) for name, s in studies.items()}
+    return planner, evaluations
+
+
+@dataclass
+class Pipeline:
+    """The planned workflow. Artifact ids (what figures and claims read): "learning_curves", "<study>" (its
+    tidy table) and "<study>/<table>" (a job's or a fit's table)."""
+
+    config: Config
+    studies: dict[str, ConfiguredStudy]
+    planner: Planner
+    evaluations: dict[str, list[Evaluation]]
+    layout: Layout
+    learning_curve_runs: list[str]
+    scoring: dict[str, Scoring] = field(default_factory=dict)
+    jobs: dict[str, list[Job]] = field(default_factory=dict)
+    fits: dict[str, dict[str, str]] = field(default_factory=dict)  # study -> fit name -> path
+    fit_tables: dict[str, dict[str, str]] = field(default_factory=dict)  # study -> fit table name -> path
+    artifacts: dict[str, dict[str, str]] = field(default_factory=dict)  # study -> table name ("table", …) -> path
+    figures: list = field(default_factory=list)  # (FigureSpec, named inputs)
+
+    @classmethod
+    def from_config(cls, raw: dict) -> "Pipeline":
+        config = resolve_config(raw)
+        studies = configured_studies(config)
+        planner, evaluations = plan_all(config, studies)
+        layout = Layout(config.corpus_id)
+        pipeline = cls(config, studies, planner, evaluations, layout, learning_curve_runs(config.common(), planner))
+        for name, configured in studies.items():
+            pipeline._add_study(configured, evaluations[name])
+        pipeline._add_figures()
+        return pipeline
+
+    def _add_study(self, configured: ConfiguredStudy, evaluations: list[Evaluation]) -> None:
+        study, settings, common, layout = configured.study, configured.settings, self.config.common(), self.layout
+        name = study.name
+        self.scoring[name] = study.scoring(settings, common, layout)
+        self.jobs[name] = study.jobs(settings, common, evaluations, layout) if study.jobs else []
+        self.fits[name] = {fit: layout.fit(name, fit) for fit in study.fit_names(settings)}
+        self.fit_tables[name] = {table: layout.fit_table(name, table) for table in study.fit_table_names}
+        tables = {"table": layout.table(name)}
+        for job in self.jobs[name]:
+            tables.update({key: path for key, path in job.outputs.items() if str(path).endswith(".parquet")})
+        self.artifacts[name] = tables | self.fit_tables[name]
+
+    def _add_figures(self) -> None:
+        # Every built-in study's figures (law-only ones are drawn even where the study does not run), then plug-ins'.
+        registered = [load_study(name, module_of(name, {})) for name in BUILTIN] + [
+            s.study for s in self.studies.values()
+        ]
+        extra = [module for study in registered for module in study.figures]
+        for module in figure_modules(extra):
+            for spec in declared_figures(module):
+                inputs = figure_inputs(spec, self.artifact_paths, self.fits)
+                if inputs is not None:
+                    self.figures.append((spec, inputs))
+
+    @property
+    def runs(self) -> dict:
+        """Runs trained here: run id -> `RunPlan`."""
+        return self.planner.runs
+
+    @property
+    def hub_runs(self) -> dict:
+        """Runs imported from released or local checkpoints: run id -> `HubRun`."""
+        return self.planner.hub_runs
+
+    @property
+    def artifact_paths(self) -> dict[str, str]:
+        """Artifact id -> path (class docstring)."""
+        paths = {LEARNING_CURVES: self.layout.table(LEARNING_CURVES)}
+        for study, named in self.artifacts.items():
+            paths.update({study if key == "table" else f"{study}/{key}": path for key, path in named.items()})
+        return paths
+
+    def scored_labels(self) -> dict[tuple[str, str, str], list[dict]]:
+        """(study, run, tokens) -> the variant labels of that checkpoint's rows."""
+        return {(e.study, e.run, str(e.tokens)): e.label_records() for es in self.evaluations.values() for e in es}
+
+    def fit_inputs(self, study: str) -> dict[str, str]:
+        """The study's own tables its fits read besides its tidy table."""
+        return {name: self.artifacts[study][name] for name in self.studies[study].study.fit_inputs}
+
+    def claim_inputs(self) -> dict[str, str]:
+        """Named inputs "<study>.<table>" and "<study>.fit.<name>": exactly the files the claims read."""
+        tables = {f"{study}.{name}": path for study, named in self.artifacts.items() for name, path in named.items()}
+        fits = {f"{study}.fit.{name}": path for study, named in self.fits.items() for name, path in named.items()}
+        return tables | fits
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--scale", default="default", help="config preset (default: default)")
+    parser.add_argument("--configfile", default=None, help="config YAML (default: the embedded config.yaml)")
+
+
+def run(args) -> int:
+    """`qscaling plan`: the runs a config trains and how much training its cooldown branches and shared specs save."""
+    path = Path(args.configfile) if args.configfile else CONFIG_PATH
+    config = resolve_config({**yaml.safe_load(path.read_text()), "scale": args.scale})
+    planner, evaluations = plan_all(config)
+    # What each study reads of the runs: scored checkpoints and training curves, each one from-scratch run's worth.
+    checkpoints = {
+        study: {(e.run, e.tokens) for e in found} | planner.curves.get(study, set())
+        for study, found in evaluations.items()
+    }
+    checkpoints["learning curves"] = {
+        (run, tokens) for run in learning_curve_runs(config, planner) for tokens in planner.runs[run].milestones
+    }
+    print_reuse(args.scale, planner, checkpoints)
+    return 0
+
+
+def print_reuse(scale: str, planner: Planner, checkpoints: dict) -> None:
+    branches = sum(1 for plan in planner.runs.values() if plan.spec.cooldown)
+    print(f"{scale}: {len(planner.runs)} runs ({len(planner.runs) - branches} from scratch, {branches} cooldown "
+          f"branches), {len(planner.hub_runs)} imported")  # fmt: skip
+    *studies, total = compute_reuse(planner, checkpoints)
+    width = max(len("shared by several"), *(len(row["study"]) for row in studies))
+    print(f"{'':<{width}} {'checkpoints':>11} {'own runs':>8} {'tokens they train':>18}")
+    for row in studies:
+        print(f"{row['study']:<{width}} {row['checkpoints']:>11} {row['runs']:>8} {row['trained'] / 1e6:>17.1f}M")
+    print(f"{'shared by several':<{width}} {'':>11} {total['runs'] - sum(r['runs'] for r in studies):>8} "
+          f"{(total['trained'] - sum(r['trained'] for r in studies)) / 1e6:>17.1f}M")  # fmt: skip
+    print(f"{'all':<{width}} {total['checkpoints']:>11} {total['runs']:>8} {total['trained'] / 1e6:>17.1f}M")
+    print(f"compute reuse {total['reuse']:.2f}x: one from-scratch run per scored checkpoint or training curve (N, D, "
+          f"precision, recipe) would train {total['from_scratch'] / 1e6:.1f}M tokens")  # fmt: skip
