@@ -16,7 +16,7 @@ COMMANDS = {
     "predict": ("qscaling.predict", "every applicable law's prediction for a planned run"),
     "bench": ("qscaling.bench", "speed benchmarks, printed as ratios against a baseline"),
     "trace": ("qscaling.trace", "the chain from an output back to config values, corpus files and checkpoints"),
-    "plan": ("qscaling.plan", "the runs a config trains, and the training its branches and shared specs save"),
+    "plan": ("qscaling.pipeline", "the runs a config trains, and the training its branches and shared specs save"),
     "run": ("qscaling.runner", "run the workflow (Snakemake arguments), resuming by itself after a crash"),
     "diff": ("qscaling.diff", "compare two result trees (tables, fits, claims, figures) with tolerances"),
 }

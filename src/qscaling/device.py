@@ -37,7 +37,7 @@ def resolve_device(name: str) -> str:
         return name
     if not _torch_built_for_a_gpu():
         return "cpu"
-    import torch
+    import torch  # only with a GPU build of torch installed: resolving the device stays torch-free otherwise
 
     return "cuda" if torch.cuda.is_available() else "cpu"
 
@@ -45,7 +45,7 @@ def resolve_device(name: str) -> str:
 def synchronize(device) -> None:
     """Wait for the work queued on `device` (a name or torch.device): CUDA runs asynchronously, so a timer read
     before this misses it."""
-    import torch
+    import torch  # this module is read while the DAG is built, which imports no torch
 
     if torch.device(device).type == "cuda":
         torch.cuda.synchronize(device)

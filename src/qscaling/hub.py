@@ -9,6 +9,9 @@ through transformers (safetensors, or `.bin` with `torch.load(weights_only=True)
 
 from pathlib import Path
 
+from huggingface_hub import snapshot_download
+from transformers import AutoModelForCausalLM
+
 from qscaling.checkpoint import save_checkpoint
 from qscaling.data.fetch import sha256_file
 from qscaling.plan import LOCAL
@@ -38,14 +41,12 @@ def fetch_revision(repo: str, revision: str) -> Path:
         if not (path / "config.json").is_file():
             raise FileNotFoundError(f"hub stand-in {repo}: no HF-format directory for revision '{revision}'")
         return path
-    from huggingface_hub import snapshot_download
 
     return Path(snapshot_download(repo, revision=revision, allow_patterns=WEIGHT_PATTERNS))
 
 
 def import_revision(repo: str, revision: str, out_dir, *, run_id: str, tokens_seen: int, size: str) -> dict:
     """Load `repo@revision` with transformers and save it as our checkpoint, recording where it came from."""
-    from transformers import AutoModelForCausalLM
 
     source = fetch_revision(repo, revision)
     files = {p.name: sha256_file(p) for p in sorted(source.iterdir()) if p.is_file()}

@@ -190,7 +190,7 @@ def job_context(snakemake):
             stream=log, level=logging.INFO, force=True, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
         )
         try:
-            import torch
+            import torch  # not at the top: the Snakefile imports this module to build the DAG, torch-free
 
             torch.set_num_threads(max(1, snakemake.threads))
             extra_inputs: dict = {}

@@ -8,6 +8,7 @@ import hashlib
 import json
 import math
 
+from qscaling.quant.precision import canonical_training_precision
 from qscaling.shape import ModelShape
 
 SCHEDULES = ("cosine", "wsd")
@@ -68,8 +69,6 @@ class RunSpec:
         # {} and None both mean full precision: one identity for both.
         fields["training_precision"] = None
         if self.training_precision:
-            from qscaling.quant.precision import canonical_training_precision
-
             fields["training_precision"] = canonical_training_precision(self.training_precision)
         return fields
 

@@ -202,7 +202,7 @@ def build_tasks(documents, out_dir, *, items: int, context_words: int, continuat
 
 def hf_tokenizer(tokenizer_file: str | os.PathLike, eos_token: str):
     """Our `tokenizers` BPE as the transformers tokenizer lm-evaluation-harness expects."""
-    from transformers import PreTrainedTokenizerFast
+    from transformers import PreTrainedTokenizerFast  # building the task items (at parse time) needs no torch
 
     return PreTrainedTokenizerFast(tokenizer_file=str(tokenizer_file), eos_token=eos_token, pad_token=eos_token)
 
@@ -223,6 +223,7 @@ def run_tasks(
     Returns {task: {"acc": float, "correct": int8 array per item in document order, …other metrics}}; the
     per-item scores let two models scored on the same items be compared pair by pair.
     """
+    # lm-evaluation-harness takes seconds to import and only running the tasks needs it
     from lm_eval import simple_evaluate
     from lm_eval.models.huggingface import HFLM
     from lm_eval.tasks import TaskManager

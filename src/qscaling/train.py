@@ -13,7 +13,7 @@ Divergence: a run whose training loss turns non-finite stops there and is *recor
 `run.json` carries a `diverged` record (step, tokens, loss, LR) and only the checkpoints saved before it — so one
 diverged QAT run leaves the rest of a grid running. A cooldown branch whose trunk diverged before the branch
 point is recorded as diverged too. Scoring a diverged run's missing checkpoint gives rows marked `diverged`
-(`qscaling.studies.diverged_rows`), and each study states how it leaves them out of its fits.
+(`qscaling.studies.scoring.diverged_rows`), and each study states how it leaves them out of its fits.
 """
 
 import json

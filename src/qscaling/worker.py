@@ -38,6 +38,7 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import qscaling
 from qscaling.atomic import write_text
 
 SOCKET_VARIABLE = "QSCALING_WORKER"
@@ -135,8 +136,6 @@ def worker_environment(base: dict) -> dict:
 
 
 def _warm_up() -> None:
-    import qscaling
-
     # A module that cannot be imported here (an optional backend) is left for the job that needs it to report.
     names = [*WARM_MODULES, *(m.name for m in pkgutil.walk_packages(qscaling.__path__, "qscaling."))]
     for name in names:

@@ -69,7 +69,7 @@ def hf_documents(
     config_name: str | None = None,
 ) -> list[Document]:
     """Documents of an HF dataset (from the hub, or a local dataset directory / cache)."""
-    import datasets
+    import datasets  # only kind: hf needs it, and it takes seconds to import
 
     dataset = datasets.load_dataset(name, config_name, split=split, streaming=True)
     documents = []

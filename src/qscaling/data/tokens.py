@@ -8,6 +8,7 @@ import numpy as np
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from qscaling.atomic import write_bytes
+from qscaling.data.corpus import split_documents
 
 EOS = "<|endoftext|>"
 
@@ -74,8 +75,6 @@ def prepare_corpus(
 ) -> dict:
     """Split; train the tokenizer on the train split only (or reuse `tokenizer_name`); write train.bin / val.bin /
     tokenizer.json / corpus.json."""
-    from qscaling.data.corpus import split_documents
-
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     splits = split_documents(documents, val_fraction, seed)
