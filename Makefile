@@ -24,7 +24,7 @@ VENV_FLAGS :=
 TORCH_REQ := $(TORCH_PIN)
 endif
 
-.PHONY: figures test lint venv clean reference
+.PHONY: figures test test-fast lint venv clean reference schema
 
 venv: $(STAMP)
 
@@ -41,11 +41,19 @@ figures: $(STAMP)
 test: lint
 	$(BIN)/python -m pytest
 
+# For working sessions: everything but the end-to-end DAG runs (tests marked slow), in under 5 minutes on 2 cores.
+test-fast: lint
+	QSCALING_TEST_TIER=fast $(BIN)/python -m pytest -m "not slow" -n 2
+
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/snakefmt --check .
 	$(BIN)/snakemake --lint --quiet
+
+# The config's JSON schema, generated from the settings types (tests/test_config_schema.py fails when it is stale).
+schema: $(STAMP)
+	$(BIN)/python -c 'from qscaling.pipeline import write_config_schema; write_config_schema()'
 
 reference: $(STAMP)
 	BIN=$(BIN) CORES=$(CORES) reference/regenerate.sh smoke default

@@ -22,6 +22,17 @@ if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+# Fixtures that run the whole smoke DAG: a test using one is `slow`, outside `make test-fast`.
+DAG_FIXTURES = {"smoke_run", "interrupted_smoke_run", "native_cpu_smoke_run"}
+# Set by `make test-fast`: a real DAG run reached from a test not marked slow is a mistake in the test's marks.
+FAST_TIER = os.environ.get("QSCALING_TEST_TIER") == "fast"
+DRY_RUN_FLAGS = {"-n", "--dry-run", "--dryrun", "--lint", "--list-target-rules", "--detailed-summary", "--summary"}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if DAG_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -123,6 +134,8 @@ def run_snakemake(
     """The real Snakefile, run with `workdir` as its working directory (`env`: extra environment variables) by
     plain Snakemake, or by `qscaling run` and its warm worker (`warm`; no `--` among `args`: argparse eats it), in
     reproducible CPU mode unless `reproducible` is False (`dag_environment`)."""
+    if FAST_TIER and not DRY_RUN_FLAGS & set(args):
+        pytest.fail("a Snakemake run outside a dry run in the fast tier: mark the test `slow`")
     if warm:
         command = qscaling_run_command(workdir, scale, *args)
     else:

@@ -7,9 +7,9 @@ import pytest
 import yaml
 from conftest import REPO_ROOT
 
-from qscaling.config import ConfigError, corpus_id, deep_merge, resolve_config
+from qscaling.config import ConfigError, deep_merge, resolve_config
+from qscaling.pipeline import plan_all, resolve
 from qscaling.plan import Planner, log_spaced_tokens
-from qscaling.studies import plan_all
 
 
 @pytest.fixture(scope="module")
@@ -19,9 +19,9 @@ def raw_config(repo_root):
 
 @pytest.mark.parametrize("scale", ["default", "smoke"])
 def test_committed_presets_are_valid(raw_config, scale):
-    config = resolve_config({**raw_config, "scale": scale})
-    assert config["scale"] == scale
-    planner, evaluations = plan_all(config, corpus_id(config))
+    config, studies = resolve({**raw_config, "scale": scale})
+    assert config.scale == scale and list(studies) == list(raw_config["studies"])
+    planner, evaluations = plan_all(config, studies)
     assert planner.runs and all(evaluations.values())
 
 
@@ -135,19 +135,19 @@ MALFORMED_SPECS = [
 @pytest.mark.parametrize("override, message", MALFORMED_SPECS, ids=[m for _, m in MALFORMED_SPECS])
 def test_malformed_spec_fails_at_parse_naming_the_key(raw_config, override, message):
     with pytest.raises(ConfigError, match=message) as caught:
-        resolve_config(deep_merge(raw_config, override))
+        resolve(deep_merge(raw_config, override))
     assert str(caught.value).startswith("config key ") and "\n" not in str(caught.value)
 
 
 def test_every_committed_preset_parses_every_spec(raw_config):
     for scale in raw_config["presets"]:
-        resolve_config({**raw_config, "scale": scale})
+        resolve({**raw_config, "scale": scale})
 
 
 @pytest.mark.parametrize("override, message", MALFORMED, ids=[m for _, m in MALFORMED])
 def test_malformed_config_names_the_key(raw_config, override, message):
     with pytest.raises(ConfigError, match=message) as caught:
-        resolve_config(deep_merge(raw_config, override))
+        resolve(deep_merge(raw_config, override))
     assert "\n" not in str(caught.value)
 
 
@@ -191,7 +191,7 @@ def test_malformed_config_stops_snakemake_before_any_job(repo_root, tmp_path, ov
 
 def test_runs_are_shared_and_identified_by_spec(raw_config):
     config = resolve_config({**raw_config, "scale": "smoke"})
-    planner = Planner(config, corpus_id(config))
+    planner = Planner(config.common(), config.corpus_id)
     a = planner.spec("N3k", 40960)
     assert a.run_id == planner.spec("N3k", 40960).run_id
     assert a.run_id != planner.spec("N3k", 40960, seed=1).run_id
@@ -215,7 +215,7 @@ def test_the_dag_is_planned_without_importing_torch(tmp_path):
     imported = {
         line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines() if line.startswith("import time")
     }
-    assert "snakemake" in imported and "qscaling.studies" in imported
+    assert "snakemake" in imported and "qscaling.studies.registry" in imported
     assert not imported & {"torch", "transformers"}
 
 

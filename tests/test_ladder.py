@@ -7,18 +7,19 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from qscaling.config import ConfigError, corpus_id, resolve_config
+from qscaling.config import ConfigError, Training
+from qscaling.figures import figure_data
 from qscaling.laws.baseline import CHINCHILLA
-from qscaling.plan import Planner, peak_lr, warmup_tokens
+from qscaling.pipeline import plan_all, resolve
+from qscaling.plan import Planner
 from qscaling.shape import ModelShape
-from qscaling.studies import ladder, plan_all
+from qscaling.studies.ladder import analysis as ladder
+from qscaling.studies.ladder import figures, grid
+from qscaling.studies.ladder.settings import LadderSettings
 
 
-def shapes(config: dict) -> dict[str, ModelShape]:
-    return {
-        size: ModelShape(**shape, vocab_size=config["corpus"]["vocab_size"], seq_len=config["training"]["seq_len"])
-        for size, shape in config["ladder"].items()
-    }
+def shapes(config) -> dict[str, ModelShape]:
+    return {size: config.shape(size) for size in config.ladder}
 
 
 def test_default_ladder_spans_size_with_most_flops_in_the_blocks(default_config):
@@ -32,7 +33,7 @@ def test_default_ladder_spans_size_with_most_flops_in_the_blocks(default_config)
 
 
 def test_every_ladder_size_reaches_fifty_tokens_per_parameter(default_config):
-    planner, evaluations = plan_all(default_config, corpus_id(default_config))
+    planner, evaluations = plan_all(default_config)
     reach = {}
     for evaluation in evaluations["ladder"]:
         spec = planner.runs[evaluation.run].spec
@@ -40,41 +41,44 @@ def test_every_ladder_size_reaches_fifty_tokens_per_parameter(default_config):
             n = spec.shape.non_embedding_params
             reach[spec.size] = max(reach.get(spec.size, 0), evaluation.tokens / n)
             assert spec.cooldown is not None and spec.total_tokens == evaluation.tokens
-    assert set(reach) == set(default_config["studies"]["ladder"]["sizes"])
+    assert set(reach) == set(default_config.studies["ladder"]["sizes"])
     assert min(reach.values()) >= 50
 
 
 def test_the_sweeps_recipe_point_is_the_grids_run(default_config):
-    planner, evaluations = plan_all(default_config, corpus_id(default_config))
-    block = default_config["studies"]["ladder"]
+    planner, evaluations = plan_all(default_config)
+    settings = LadderSettings.model_validate({**default_config.studies["ladder"], "training": default_config.training})
+    block = default_config.studies["ladder"]
     for size in block["lr_sweep"]["sizes"]:
-        budget = ladder.sweep_budget(default_config, size)
+        budget = grid.sweep_budget(settings, default_config, size)
         at_budget = [e for e in evaluations["ladder"] if e.tokens == budget and planner.runs[e.run].spec.size == size]
         assert len(at_budget) == len(block["lr_sweep"]["lr_multipliers"])  # one evaluation per LR, not per label
         shared = [e for e in at_budget if len(e.labels) == 2]
         assert len(shared) == 1 and {dict(v)["variant"] for v in shared[0].labels} == {"grid", "lr_sweep"}
         lrs = sorted(planner.runs[e.run].spec.lr for e in at_budget)
-        assert lrs[1] == peak_lr(default_config["training"], shapes(default_config)[size].non_embedding_params)
+        assert lrs[1] == default_config.training.peak_lr(shapes(default_config)[size].non_embedding_params)
 
 
 def test_peak_lr_and_warmup_follow_the_size():
-    training = {"lr": 4e-3, "lr_reference_params": 1e5, "lr_exponent": 0.5, "warmup_tokens_per_param": 2.0,
-                "warmup_max_fraction": 0.1}  # fmt: skip
-    assert peak_lr(training, 100_000) == 4e-3
-    assert peak_lr(training, 400_000) == 2e-3 and peak_lr(training, 25_000) == 8e-3
-    assert peak_lr(training, 30_000) == float(f"{4e-3 * 0.3**-0.5:.3g}")  # 3 significant digits
-    assert warmup_tokens(training, 50_000, "wsd", 10**9) == 100_000  # a trunk: N-scaled, whatever its length
-    assert warmup_tokens(training, 50_000, "cosine", 500_000) == 50_000  # capped at a tenth of a short run
-    assert warmup_tokens(training, 50_000, "cosine", 5_000_000) == 100_000
+    training = Training.model_construct(
+        lr=4e-3, lr_reference_params=1e5, lr_exponent=0.5, warmup_tokens_per_param=2.0, warmup_max_fraction=0.1
+    )
+    assert training.peak_lr(100_000) == 4e-3
+    assert training.peak_lr(400_000) == 2e-3 and training.peak_lr(25_000) == 8e-3
+    assert training.peak_lr(30_000) == float(f"{4e-3 * 0.3**-0.5:.3g}")  # 3 significant digits
+    assert training.peak_lr(30_000, 3) == float(f"{training.peak_lr(30_000) * 3:.3g}")  # a multiple, rounded again
+    assert training.warmup_tokens(50_000, "wsd", 10**9) == 100_000  # a trunk: N-scaled, whatever its length
+    assert training.warmup_tokens(50_000, "cosine", 500_000) == 50_000  # capped at a tenth of a short run
+    assert training.warmup_tokens(50_000, "cosine", 5_000_000) == 100_000
 
 
 def test_planned_runs_carry_the_size_recipe(default_config):
-    planner = Planner(default_config, "data")
-    training = default_config["training"]
+    planner = Planner(default_config.common(), "data")
+    training = default_config.training
     for size, shape in shapes(default_config).items():
         spec = planner.spec(size, 1_000_000, schedule="wsd")
         n = shape.non_embedding_params
-        assert spec.lr == peak_lr(training, n) and spec.warmup_tokens == round(training["warmup_tokens_per_param"] * n)
+        assert spec.lr == training.peak_lr(n) and spec.warmup_tokens == round(training.warmup_tokens_per_param * n)
     assert planner.spec("N21k", 1_000_000, lr=1e-3).lr == 1e-3  # a study's override wins
 
 
@@ -107,7 +111,7 @@ TRUTH = {"A": 40.0, "alpha": 0.35, "B": 300.0, "beta": 0.37, "E": 1.8}
 def synthetic_grid(config: dict) -> pd.DataFrame:
     """Epoch AI's constants, rescaled so the loss spans what our ladder sees, on the default grid's (N, D), with
     0.3 % noise."""
-    planner, evaluations = plan_all(config, corpus_id(config))
+    planner, evaluations = plan_all(config)
     points = sorted(
         {
             (planner.runs[e.run].spec.shape.non_embedding_params, e.tokens)
@@ -124,7 +128,7 @@ def synthetic_grid(config: dict) -> pd.DataFrame:
 @pytest.fixture(scope="module")
 def synthetic_fit(default_config):
     table = synthetic_grid(default_config)
-    return table, ladder.fit_laws(table, {"bootstrap": 60})["chinchilla"]
+    return table, ladder.fit_laws(table, LadderSettings.model_construct(bootstrap=60))["chinchilla"]
 
 
 def test_chinchilla_fit_recovers_known_exponents_on_the_default_grid(synthetic_fit):
@@ -138,7 +142,7 @@ def test_chinchilla_fit_recovers_known_exponents_on_the_default_grid(synthetic_f
 
 def test_the_profile_over_e_finds_the_true_e_and_the_claim_reads_the_ci(synthetic_fit):
     table, fit = synthetic_fit
-    profile = ladder.fit_tables(table, {})["e_profile"]
+    profile = ladder.fit_tables(table, LadderSettings.model_construct())["e_profile"]
     assert len(profile) == ladder.E_PROFILE_POINTS and profile["E"].max() == pytest.approx(
         ladder.E_PROFILE_TOP * table["loss"].min()
     )
@@ -167,11 +171,9 @@ def test_an_unidentified_alpha_is_inconclusive_with_the_ridge_it_moves_along(syn
 
 
 def test_the_profile_figure_draws_the_exponents_the_profile_fitted(synthetic_fit):
-    from qscaling.figures import common, figure_data
-
     table, fit = synthetic_fit
-    profile = ladder.fit_tables(table, {})["e_profile"]
-    axes = figure_data(common.ladder_profile({"profile": profile}, {"chinchilla": fit}))["axes"]
+    profile = ladder.fit_tables(table, LadderSettings.model_construct())["e_profile"]
+    axes = figure_data(figures.ladder_profile({"profile": profile}, {"chinchilla": fit}))["axes"]
     alpha = next(line for line in axes[0]["lines"] if line["label"] == "α with E held")
     assert alpha["y"] == pytest.approx(profile.sort_values("E")["alpha"].tolist())
 
@@ -179,11 +181,11 @@ def test_the_profile_figure_draws_the_exponents_the_profile_fitted(synthetic_fit
 def test_sweep_without_the_recipes_lr_is_refused(raw_config):
     raw_config["studies"]["ladder"]["lr_sweep"]["lr_multipliers"] = [0.5, 2, 4]
     with pytest.raises(ConfigError, match=r"studies.ladder.lr_sweep.lr_multipliers: must include 1"):
-        resolve_config(raw_config)
+        resolve(raw_config)
 
 
 def test_a_size_with_no_budget_in_range_is_refused(raw_config):
     raw_config["studies"]["ladder"]["max_tokens_per_param"] = 6
     raw_config["studies"]["ladder"]["min_tokens_per_param"] = 5.5
     with pytest.raises(ConfigError, match=r"config key studies.ladder.budgets: no budget puts N\w+ \(N="):
-        resolve_config(raw_config)
+        resolve(raw_config)

@@ -4,13 +4,12 @@ between studies save against one from-scratch run per scored checkpoint."""
 import subprocess
 import sys
 
-from qscaling.config import corpus_id
+from qscaling.pipeline import plan_all
 from qscaling.plan import compute_reuse, trained_tokens
-from qscaling.studies import plan_all
 
 
 def test_a_branch_trains_only_its_cooldown_and_the_reuse_ratio_counts_every_run_once(default_config):
-    planner, evaluations = plan_all(default_config, corpus_id(default_config))
+    planner, evaluations = plan_all(default_config)
     branch = next(plan for plan in planner.runs.values() if plan.spec.cooldown)
     start, trunk = branch.spec.cooldown["start_tokens"], planner.runs[branch.spec.cooldown["trunk"]]
     assert trained_tokens(branch) == branch.spec.total_steps * branch.spec.tokens_per_step - start
@@ -28,9 +27,9 @@ def test_a_branch_trains_only_its_cooldown_and_the_reuse_ratio_counts_every_run_
 
 
 def test_a_training_curve_a_study_reads_counts_as_one_from_scratch_run_of_its_length(default_config):
-    planner, _ = plan_all(default_config, corpus_id(default_config))
+    planner, _ = plan_all(default_config)
     curves = planner.curves["ouyang2024"]  # Fig. 14: BitNet and fp32 trunks, each read to 4M tokens
-    block = default_config["studies"]["ouyang2024"]["bitnet"]
+    block = default_config.studies["ouyang2024"]["bitnet"]
     assert len(curves) == 2 * (len(block["sizes"]) + len(block["extra_seeds"]))
     assert {tokens for _, tokens in curves} == {block["tokens"]}
     *_, total = compute_reuse(planner, {"ouyang2024": curves})

@@ -10,7 +10,8 @@ import pytest
 import yaml
 from conftest import REPO_ROOT, run_snakemake
 
-from qscaling.config import ConfigError, resolve_config
+from qscaling.config import ConfigError
+from qscaling.pipeline import resolve
 
 PLUGINS = REPO_ROOT / "tests" / "plugins"
 PLUGIN_ENV = {"PYTHONPATH": os.pathsep.join(filter(None, [str(PLUGINS), os.environ.get("PYTHONPATH")]))}
@@ -30,7 +31,7 @@ def with_toy_study(raw_config: dict) -> dict:
 def test_a_plugin_block_is_checked_by_its_own_module(raw_config, monkeypatch):
     monkeypatch.syspath_prepend(str(PLUGINS))
     config = with_toy_study({**raw_config, "scale": "smoke"})
-    assert list(resolve_config(config)["studies"]) == [
+    assert list(resolve(config)[1]) == [
         "ladder",
         "kumar2024",
         "ouyang2024",
@@ -42,14 +43,18 @@ def test_a_plugin_block_is_checked_by_its_own_module(raw_config, monkeypatch):
     ]
     config["studies"]["toy2025"]["sizes"] = ["N3k", "N9z"]
     with pytest.raises(ConfigError, match=r"studies.toy2025.sizes.1: size 'N9z' is not in ladder"):
-        resolve_config(config)
+        resolve(config)
     config["studies"]["toy2025"]["module"] = "no_such_study"
     with pytest.raises(ConfigError, match="studies.toy2025: no study module 'no_such_study'"):
-        resolve_config(config)
+        resolve(config)
     unregistered = with_toy_study({**raw_config, "scale": "smoke"})
     del unregistered["studies"]["toy2025"]["module"]
-    with pytest.raises(ConfigError, match="config key studies.toy2025"):
-        resolve_config(unregistered)
+    with pytest.raises(ConfigError, match="config key studies.toy2025: no study module 'qscaling.studies.toy2025'"):
+        resolve(unregistered)
+    config["studies"]["toy2025"]["module"] = "toy2025"
+    config["studies"]["toy2025"]["bitz"] = [4]
+    with pytest.raises(ConfigError, match=r"config key studies.toy2025.bitz: unknown key \(valid here: bits,"):
+        resolve(config)
 
 
 @pytest.mark.slow

@@ -5,20 +5,23 @@ and every declared figure with its inputs. The rule files read this; no study is
 Also `qscaling plan`: the runs a config trains and how much its cooldown branches and shared specs save.
 """
 
+import copy
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
+from qscaling.atomic import write_text
 from qscaling.config import Common, Config, resolve_config
 from qscaling.figures import declared_figures, figure_inputs, figure_modules
 from qscaling.layout import LEARNING_CURVES, Layout
 from qscaling.plan import Planner, compute_reuse, log_spaced_tokens
-from qscaling.settings import StudySettings
+from qscaling.settings import StudySettings, schema_of
 from qscaling.studies.registry import BUILTIN, load_study, module_of, settings_params, study_settings
 from qscaling.studies.study import Evaluation, Job, Scoring, Study
 
 CONFIG_PATH = Path(__file__).resolve().parents[2] / "config.yaml"
+SCHEMA_PATH = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,12 @@ def configured_studies(config: Config) -> dict[str, ConfiguredStudy]:
         study = load_study(name, module)
         studies[name] = ConfiguredStudy(study, study_settings(study, block, common), module)
     return studies
+
+
+def resolve(raw: dict) -> tuple[Config, dict[str, ConfiguredStudy]]:
+    """The config typed and every study block checked: what the Snakefile does before any job exists."""
+    config = resolve_config(raw)
+    return config, configured_studies(config)
 
 
 def learning_curve_runs(common: Common, planner: Planner) -> list[str]:
@@ -87,8 +96,7 @@ class Pipeline:
 
     @classmethod
     def from_config(cls, raw: dict) -> "Pipeline":
-        config = resolve_config(raw)
-        studies = configured_studies(config)
+        config, studies = resolve(raw)
         planner, evaluations = plan_all(config, studies)
         layout = Layout(config.corpus_id)
         pipeline = cls(config, studies, planner, evaluations, layout, learning_curve_runs(config.common(), planner))
@@ -102,7 +110,8 @@ class Pipeline:
         name = study.name
         self.scoring[name] = study.scoring(settings, common, layout)
         self.jobs[name] = study.jobs(settings, common, evaluations, layout) if study.jobs else []
-        self.fits[name] = {fit: layout.fit(name, fit) for fit in study.fit_names(settings)}
+        fits = study.fit_names(settings) if study.fit_names else []
+        self.fits[name] = {fit: layout.fit(name, fit) for fit in fits}
         self.fit_tables[name] = {table: layout.fit_table(name, table) for table in study.fit_table_names}
         tables = {"table": layout.table(name)}
         for job in self.jobs[name]:
@@ -154,6 +163,33 @@ class Pipeline:
         return tables | fits
 
 
+def config_schema() -> dict:
+    """The JSON schema of a whole config (after its preset is merged in), generated from the settings types: the
+    top level with every built-in study's block (workflow/schemas/config.schema.yaml, `make schema`)."""
+    schema = copy.deepcopy(schema_of(Config))
+    definitions = schema.setdefault("$defs", {})
+    blocks = {}
+    for name in BUILTIN:
+        block = copy.deepcopy(load_study(name, module_of(name, {})).settings.block_schema())
+        for key, definition in block.pop("$defs", {}).items():
+            if definitions.setdefault(key, definition) != definition:
+                raise ValueError(f"config schema: two settings types are both named {key}")
+        blocks[name] = block
+    studies = schema["properties"]["studies"]
+    studies["properties"] = blocks
+    studies["additionalProperties"] = {
+        "type": "object",
+        "required": ["module"],
+        "description": "a plug-in study's block, checked by its own settings type",
+    }
+    return schema
+
+
+def write_config_schema(path: str | Path = SCHEMA_PATH) -> None:
+    text = "# Generated from the settings types by `make schema` (qscaling.pipeline.config_schema): do not edit.\n"
+    write_text(path, text + yaml.safe_dump(config_schema(), sort_keys=False, allow_unicode=True, width=120))
+
+
 def add_arguments(parser) -> None:
     parser.add_argument("--scale", default="default", help="config preset (default: default)")
     parser.add_argument("--configfile", default=None, help="config YAML (default: the embedded config.yaml)")
@@ -162,8 +198,8 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     """`qscaling plan`: the runs a config trains and how much training its cooldown branches and shared specs save."""
     path = Path(args.configfile) if args.configfile else CONFIG_PATH
-    config = resolve_config({**yaml.safe_load(path.read_text()), "scale": args.scale})
-    planner, evaluations = plan_all(config)
+    config, studies = resolve({**yaml.safe_load(path.read_text()), "scale": args.scale})
+    planner, evaluations = plan_all(config, studies)
     # What each study reads of the runs: scored checkpoints and training curves, each one from-scratch run's worth.
     checkpoints = {
         study: {(e.run, e.tokens) for e in found} | planner.curves.get(study, set())

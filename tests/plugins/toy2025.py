@@ -2,55 +2,63 @@
 RTN at a few bit widths on the last learning-curve checkpoint of each size, one claim, one figure
 (toy2025_figures.py). tests/test_plugin_study.py builds it through the real workflow."""
 
-from qscaling.config import ConfigError, check_sizes, check_weight_spec
-from qscaling.studies import Evaluation, Quantization, label, ptq_scoring
+from pydantic import Field
+
+from qscaling.config import check_weight_spec
+from qscaling.settings import Bits, Calibration, PositiveInt, Sizes, StudySettings
 from qscaling.studies.claims import slope_claim
+from qscaling.studies.grids import ptq_scoring
+from qscaling.studies.study import Evaluation, Quantization, Study, label
 
-STUDY = "toy2025"
-FIGURES = "toy2025_figures"
-
-
-def check_config(config: dict) -> None:
-    study, key = config["studies"][STUDY], f"studies.{STUDY}"
-    check_sizes(config, f"{key}.sizes", study["sizes"])
-    if not study["bits"]:
-        raise ConfigError(f"config key {key}.bits: at least one bit width")
-    for bits in study["bits"]:
-        check_weight_spec(f"{key}.bits", "rtn", f"int{bits}:channel")
+NAME = "toy2025"
 
 
-def plan(config: dict, planner) -> list[Evaluation]:
+class ToySettings(StudySettings):
+    sizes: Sizes = Field(description="ladder sizes whose last learning-curve checkpoint is quantized")
+    bits: Bits = Field(description="RTN bit widths, per output channel")
+    calibration: Calibration = Field(description="calibration windows (RTN reads none; the scoring takes them)")
+    eval_tokens: PositiveInt = Field(description="held-out tokens each checkpoint is scored on")
+
+
+def check(settings: ToySettings, common) -> None:
+    common.check_sizes(f"studies.{NAME}.sizes", settings.sizes)
+    for bits in settings.bits:
+        check_weight_spec(f"studies.{NAME}.bits", "rtn", f"int{bits}:channel")
+
+
+def plan(settings: ToySettings, common, planner) -> list[Evaluation]:
     """The shared trunks' last learning-curve checkpoint: nothing is trained for this study."""
-    tokens = config["learning_curves"]["total_tokens"]
+    tokens = common.learning_curves.total_tokens
     return [
-        Evaluation(STUDY, planner.trunk(size, upto=tokens, milestones=[tokens]), tokens, (label(variant="toy"),))
-        for size in config["studies"][STUDY]["sizes"]
+        Evaluation(NAME, planner.trunk(size, upto=tokens, milestones=[tokens]), tokens, (label(variant="toy"),))
+        for size in settings.sizes
     ]
 
 
-def quantizations(config: dict) -> list[Quantization]:
-    return [Quantization("rtn", f"int{bits}:channel") for bits in config["studies"][STUDY]["bits"]]
+def scoring(settings: ToySettings, common, layout):
+    quantizations = [Quantization("rtn", f"int{bits}:channel") for bits in settings.bits]
+    return ptq_scoring(NAME, settings, common, layout, quantizations)
 
 
-def scoring(config: dict, layout):
-    return ptq_scoring(config, layout, STUDY, quantizations(config))
-
-
-def build_table(rows, settings: dict):
+def build_table(rows, settings: ToySettings):
     return rows.sort_values(["N", "bits"]).reset_index(drop=True)
 
 
-def fit_names(settings: dict) -> list[str]:
-    return []
-
-
-def fit_laws(table, settings: dict) -> dict:
-    return {}
-
-
-def claims(tables: dict, fits: dict, settings: dict) -> list[dict]:
+def claims(tables: dict, fits: dict, settings: ToySettings) -> list[dict]:
     rows = tables["table"][tables["table"]["method"] == "rtn"]
     return [
-        slope_claim(STUDY, "RTN degradation falls with bits", rows, x="bits", y="delta", by="N", expect="negative",
+        slope_claim(NAME, "RTN degradation falls with bits", rows, x="bits", y="delta", by="N", expect="negative",
                     log_x=False)
     ]  # fmt: skip
+
+
+STUDY = Study(
+    name=NAME,
+    settings=ToySettings,
+    check=check,
+    plan=plan,
+    scoring=scoring,
+    build_table=build_table,
+    claims=claims,
+    figures=("toy2025_figures",),
+)

@@ -16,7 +16,8 @@ with job_context(snakemake):
     study, settings = configured_from_params(params.study)
     table = pd.read_parquet(snakemake.input.table)
     inputs = {name: pd.read_parquet(snakemake.input[name]) for name in params.fit_inputs}
-    for fit_name, result in study.fit_laws(table, settings, **inputs).items():
+    fitted = study.fit_laws(table, settings, **inputs) if study.fit_laws else {}
+    for fit_name, result in fitted.items():
         path = snakemake.output[fit_name]
         if isinstance(result, str):
             write_json(path, {"error": result})

@@ -91,11 +91,11 @@ class Study:
     plan: Callable
     scoring: Callable
     build_table: Callable
-    fit_names: Callable
-    fit_laws: Callable
     claims: Callable
     check: Callable | None = None
     jobs: Callable | None = None
+    fit_names: Callable | None = None
+    fit_laws: Callable | None = None
     fit_tables: Callable | None = None
     fit_table_names: tuple[str, ...] = ()
     fit_inputs: tuple[str, ...] = ()  # tables of its jobs the fits read besides its own, passed by name
@@ -103,5 +103,5 @@ class Study:
     diverged_rule: str | None = None  # how build_table leaves out diverged runs; without one such a row stops it
 
     def __post_init__(self):
-        if bool(self.fit_tables) != bool(self.fit_table_names):
-            raise TypeError(f"study {self.name}: fit_tables and fit_table_names go together")
+        if bool(self.fit_names) != bool(self.fit_laws) or bool(self.fit_tables) != bool(self.fit_table_names):
+            raise TypeError(f"study {self.name}: fit_names goes with fit_laws, fit_tables with fit_table_names")
