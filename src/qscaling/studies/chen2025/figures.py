@@ -8,18 +8,19 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import MaxNLocator
 
-from qscaling.figures import (
-    add_footer,
-    compact_number,
-    figure,
-    interval_text,
-    new_figure,
-    no_points,
-    series_palette,
-)
+from qscaling.figures import add_footer, compact_number, figure, interval_text, new_figure, no_points, series_palette
 from qscaling.laws import LAWS, compare_sources
 from qscaling.laws import chen2025 as law
-from qscaling.studies import chen2025 as study
+from qscaling.studies.chen2025.analysis import (
+    RATIO_VARIANTS,
+    REDUCED_PRECISIONS,
+    decomposition_slope,
+    fit_name,
+    main_grid,
+)
+from qscaling.studies.chen2025.grid import ABSMAX, CHANNEL, FP, INT, PRECISIONS
+
+PAPER = "chen2025"
 
 
 def _contours(fits, quantity, levels, title, G):
@@ -72,18 +73,18 @@ def _trained_rows(tables, precision):
 def _recipe_rows(tables, precision):
     """The law's points of `precision`: INT4, absmax, the recipe's LR and seed."""
     rows = _trained_rows(tables, precision)
-    return rows[study.main_grid(rows)]
+    return rows[main_grid(rows)]
 
 
 def table1_frame(tables, fits):
     """Table 1: k, γ_N, γ_D, γ_G per precision (columns `law_<param>`), the paper's and this run's with 95 % CIs
     (`law_<param>_ci`: the interval, "held at paper" or "… at bound"; the fits' notes are in their JSON)."""
     rows = []
-    for precision in study.PRECISIONS:
+    for precision in PRECISIONS:
         paper = law.QAT.paper_params[precision]
         values = {f"law_{name}": value for name, value in dict(paper).items()}
         rows.append({"precision": precision, "source": f"paper ({paper.source})", **values})
-        fit = fits.get(study.fit_name(precision))
+        fit = fits.get(fit_name(precision))
         if fit is None:
             continue
         estimate = {f"law_{name}": fit.params[name] for name in law.QAT.param_names}
@@ -155,14 +156,14 @@ def fig7(tables, fits):
 def fig5(tables, fits):
     """Each precision's fitted δ against the measured one, coloured by G: how well one law covers the grid."""
     table = tables["evals"]
-    present = [name for name in study.PRECISIONS if study.fit_name(name) in fits]
+    present = [name for name in PRECISIONS if fit_name(name) in fits]
     fig, axes = new_figure(max(1, len(present)), 1, width=2.8, height=2.9)
     groups = sorted(table["G"].unique())
     colours = dict(zip(groups, series_palette("viridis", len(groups))))
     for ax, precision in zip(axes[0], present):
         rows = _recipe_rows(tables, precision)
         rows = rows[rows["delta"] > 0]
-        predicted = fits[study.fit_name(precision)].predict(rows)
+        predicted = fits[fit_name(precision)].predict(rows)
         for group, colour in colours.items():
             chosen = (rows["G"] == group).to_numpy()
             if chosen.any():
@@ -184,7 +185,7 @@ def _against_each_input(tables, fits, *precisions):
     labels = {"N": "N (non-embedding parameters)", "D": "D (training tokens)", "G": "G (group size)"}
     for ax, (precision, variable) in zip([ax for row in axes for ax in row], panels):
         rows = _recipe_rows(tables, precision)
-        fit, paper = fits.get(study.fit_name(precision)), law.QAT.paper_params[precision]
+        fit, paper = fits.get(fit_name(precision)), law.QAT.paper_params[precision]
         others = [name for name in ("N", "D", "G") if name != variable]
         if rows.empty:
             ax.text(0.5, 0.5, f"{precision}: not in this run's grid", ha="center", transform=ax.transAxes)
@@ -219,8 +220,6 @@ def _against_each_input(tables, fits, *precisions):
 @figure(tables={**STUDY_TABLES, "decomposition": "chen2025/decomposition"}, fits="chen2025")
 def fig6(tables, fits):
     """δ_W4A4 against δ_W4A16 + δ_W16A4 at each shared (N, D, G): this run's slope c beside the paper's 0.906."""
-    from qscaling.studies.chen2025 import decomposition_slope
-
     frame = tables["decomposition"]
     fig, axes = new_figure(width=4.0, height=3.6)
     ax = axes[0][0]
@@ -251,7 +250,7 @@ def fig9(tables, fits):
     left, right = axes[0]
     roles = ["qkv", "o", "fc1", "fc2"]
     for offset, (precision, colour) in enumerate((("full", "0.4"), ("W4A4", "C0"))):
-        rows = stats[(stats["precision"] == precision) & study.main_grid(stats)]
+        rows = stats[(stats["precision"] == precision) & main_grid(stats)]
         medians = rows.groupby("role")["kurtosis"].median().reindex(roles)
         left.bar(np.arange(len(roles)) + 0.4 * offset - 0.2, medians, width=0.4, color=colour,
                  label="fp32" if precision == "full" else "W4A4 QAT")  # fmt: skip
@@ -276,7 +275,7 @@ def fig9(tables, fits):
     return fig
 
 
-REDUCED_LABELS = {None: "with D", "no_D": "without D", "N_only": "N only"}  # study.REDUCED_LAWS and the full law
+REDUCED_LABELS = {None: "with D", "no_D": "without D", "N_only": "N only"}  # REDUCED_LAWS and the full law
 
 
 def _insample_relative_error(fit) -> float:
@@ -291,10 +290,10 @@ def table2_frame(tables, fits):
     for W4A4 and W4A16 — on the fits' own points (`insample_relative_error`, the paper's measure) and on each
     size left out of its fit (`heldout_relative_error`), beside the paper's (`paper_relative_error`)."""
     rows = []
-    for precision in study.REDUCED_PRECISIONS:
+    for precision in REDUCED_PRECISIONS:
         paper = law.PREDICTION_ERROR[precision]
-        present = {form: fits[study.fit_name(precision, reduced)] for reduced, form in REDUCED_LABELS.items()
-                   if study.fit_name(precision, reduced) in fits}  # fmt: skip
+        present = {form: fits[fit_name(precision, reduced)] for reduced, form in REDUCED_LABELS.items()
+                   if fit_name(precision, reduced) in fits}  # fmt: skip
         if not present:
             continue
         for form, fit in present.items():
@@ -343,11 +342,11 @@ def fig8(tables, fits):
     """R = δ_W16A4 / δ_W4A16 against D/N per N and G, plain and with the FC2 input at 8 bits, beside the paper's
     R at G = 32; hollow points have a δ inside 2 σ_seed."""
     ratios = tables["ratio"]
-    fig, axes = new_figure(len(study.RATIO_VARIANTS), 1, width=3.4, height=3.0)
+    fig, axes = new_figure(len(RATIO_VARIANTS), 1, width=3.4, height=3.0)
     sizes = sorted(ratios["N"].unique())
     colours = dict(zip(sizes, series_palette("viridis", len(sizes))))
     markers = dict(zip(sorted(ratios["G"].unique()), itertools.cycle("osD^v")))
-    for ax, variant in zip(axes[0], study.RATIO_VARIANTS):
+    for ax, variant in zip(axes[0], RATIO_VARIANTS):
         rows = ratios[ratios["variant"] == variant]
         for (n, group), points in rows.groupby(["N", "G"]):
             faces = [colours[n] if clear else "none" for clear in points["clear_of_seed_noise"]]
@@ -357,7 +356,7 @@ def fig8(tables, fits):
             paper = law.RATIO_AT_TOKENS_PER_PARAM
             ax.plot(list(paper), list(paper.values()), ":", color="k", marker="x", label="paper, G = 32")
         if rows.empty:
-            ax.text(0.5, 0.5, f"{study.RATIO_VARIANTS[variant]}:\nnot in this run's grid", ha="center", fontsize=7,
+            ax.text(0.5, 0.5, f"{RATIO_VARIANTS[variant]}:\nnot in this run's grid", ha="center", fontsize=7,
                     transform=ax.transAxes)  # fmt: skip
         ax.axhline(1, color="0.6", lw=0.6)
         ax.set(xscale="log", xlabel="D / N (tokens per parameter)", title=f"R, {variant}",
@@ -381,8 +380,8 @@ def _at_point(rows, point, columns=("N", "D", "G")):
 def fig2(tables, fits):
     """δ_W4A4 of INT4 and FP4 (E2M1) QAT against the group size, at each (N, D) where FP4 trained."""
     rows = _trained_rows(tables, "W4A4")
-    rows = rows[(rows["quantizer"] == study.ABSMAX) & (rows["lr_scale"] == 1.0)]
-    fp4 = rows[rows["format"] == study.FP]
+    rows = rows[(rows["quantizer"] == ABSMAX) & (rows["lr_scale"] == 1.0)]
+    fp4 = rows[rows["format"] == FP]
     points = fp4[["N", "D"]].drop_duplicates().sort_values(["N", "D"]).to_dict("records") or [None]
     fig, axes = new_figure(len(points), 1, width=3.2, height=3.0)
     for ax, point in zip(axes[0], points):
@@ -391,7 +390,7 @@ def fig2(tables, fits):
             continue
         here = _at_point(rows, point, ("N", "D"))
         here = here[here["G"].isin(fp4["G"])]
-        for (format, label), offset in zip(((study.INT, "INT4"), (study.FP, "FP4 E2M1")), (0.97, 1.03)):
+        for (format, label), offset in zip(((INT, "INT4"), (FP, "FP4 E2M1")), (0.97, 1.03)):
             chosen = here[here["format"] == format].sort_values("G")
             ax.errorbar(chosen["G"] * offset, chosen["delta"], yerr=2 * chosen["delta_se"], marker="o", ms=4,
                         capsize=2, label=label)  # fmt: skip
@@ -410,7 +409,7 @@ def fig13(tables, fits):
     """FP4 (E2M1) QAT error against the prediction of this run's INT4 W4A4 law at the same (N, D, G)."""
     fit = fits.get("qat")
     rows = _trained_rows(tables, "W4A4")
-    fp4 = rows[(rows["format"] == study.FP) & (rows["quantizer"] == study.ABSMAX) & (rows["lr_scale"] == 1.0)]
+    fp4 = rows[(rows["format"] == FP) & (rows["quantizer"] == ABSMAX) & (rows["lr_scale"] == 1.0)]
     fig, axes = new_figure(1, 1, width=3.6, height=3.4)
     ax = axes[0][0]
     if fit is None or fp4.empty:
@@ -438,7 +437,7 @@ def fig13(tables, fits):
 def fig3(tables, fits):
     """δ_W4A4 and both models' losses against the peak LR (each QAT run and its fp32 partner at the same LR)."""
     rows = _trained_rows(tables, "W4A4")
-    rows = rows[(rows["format"] == study.INT) & (rows["quantizer"] == study.ABSMAX)]
+    rows = rows[(rows["format"] == INT) & (rows["quantizer"] == ABSMAX)]
     swept = rows[rows["lr_scale"] != 1.0]
     fig, axes = new_figure(2, 1, width=3.2, height=3.0)
     left, right = axes[0]
@@ -463,7 +462,7 @@ def fig3(tables, fits):
 
 
 def _group_text(point) -> str:
-    return f"per channel (G = {point['G']:g})" if point["granularity"] == study.CHANNEL else f"G = {point['G']:g}"
+    return f"per channel (G = {point['G']:g})" if point["granularity"] == CHANNEL else f"G = {point['G']:g}"
 
 
 QUANTIZER_NAMES = {"absmax": "absmax", "lsq": "LSQ", "lwc": "LWC", "lac": "LAC"}
@@ -473,9 +472,9 @@ QUANTIZER_NAMES = {"absmax": "absmax", "lsq": "LSQ", "lwc": "LWC", "lac": "LAC"}
 def fig14(tables, fits):
     """δ of each learnable quantizer beside absmax at the same point: LSQ / LWC weights, LAC activation clipping."""
     table = tables["evals"]
-    rows = table[(table["seed"] == table["seed"].min()) & ~table["diverged"] & (table["format"] == study.INT)]
+    rows = table[(table["seed"] == table["seed"].min()) & ~table["diverged"] & (table["format"] == INT)]
     rows = rows[rows["lr_scale"] == 1.0]
-    learned = rows[rows["quantizer"] != study.ABSMAX]
+    learned = rows[rows["quantizer"] != ABSMAX]
     panels = learned[["precision", "N", "D", "G", "granularity"]].drop_duplicates().to_dict("records") or [None]
     fig, axes = new_figure(len(panels), 1, width=2.8, height=3.0)
     for ax, panel in zip(axes[0], panels):

@@ -1,0 +1,215 @@
+"""Chen et al. 2025's claims: the W4A4 law's exponents, weights against activations, the FC2 input, the W4A4
+decomposition, the activation-to-weight ratio and the D term, each held to the seed-noise floor σ_seed (a δ, or
+a difference of δs, between separately trained runs is noise within 2 σ_seed)."""
+
+import math
+
+import pandas as pd
+
+from qscaling.laws import chen2025 as law
+from qscaling.studies.chen2025.analysis import (
+    LAW_INPUTS,
+    activation_weight_ratio,
+    decomposition,
+    decomposition_slope,
+    grid_rows,
+    main_grid,
+    ratio_trend,
+    seed_points,
+    seed_sigma,
+)
+from qscaling.studies.chen2025.grid import FULL, STUDY
+from qscaling.studies.chen2025.settings import Chen2025Settings
+from qscaling.studies.claims import (
+    INCONCLUSIVE,
+    claim,
+    floored_by_seed_noise,
+    magnitude_from_interval,
+    positive_parameter_claim,
+)
+
+
+def claims(tables: dict, fits: dict, settings: Chen2025Settings) -> list[dict]:
+    table = tables["table"]
+    sigma = seed_sigma(table, settings)
+    noise = f"σ_seed = {sigma:.2g} over {len(seed_points(table, settings))} seeds"
+    out = []
+    fit = fits.get("qat")
+    for name, text, variable in (
+        ("gamma_N", "W4A4 QAT error falls with model size (γ_N > 0)", "N"),
+        ("gamma_D", "W4A4 QAT error grows with training tokens (γ_D > 0)", "D"),
+        ("gamma_G", "W4A4 QAT error grows with the group size (γ_G > 0)", "G"),
+    ):
+        if fit is None:
+            out.append(claim(STUDY, text, statistic="no W4A4 fit", ci="", verdict=INCONCLUSIVE))
+            continue
+        if fit.held_fixed(name):
+            statistic = f"{name} held at the paper's value: the grid has one {variable}"
+            out.append(claim(STUDY, text, statistic=statistic, ci="", verdict=INCONCLUSIVE))
+            continue
+        row = positive_parameter_claim(STUDY, text, fit, name, paper=law.QAT.paper_params["W4A4"][name])
+        effect = _effect_across(grid_rows(table, settings, "W4A4"), fit, variable)
+        out.append(floored_by_seed_noise(row, effect, sigma, noise, "effect over the grid"))
+    out.append(_weights_vs_activations_claim(table, fits, settings, sigma, noise))
+    out.append(_fc2_claim(table, settings, sigma, noise))
+    out.append(_kurtosis_claim(tables.get("activations")))
+    decomposition_row = _decomposition_claim(decomposition(table, settings), settings)
+    out.append(_floored_by_w4a4(decomposition_row, table, settings, sigma, noise))
+    out.append(_ratio_claim(table, settings, sigma, noise))
+    out.append(_floored_by_w4a4(_d_term_claim(fits), table, settings, sigma, noise))
+    return out
+
+
+def _effect_across(rows: pd.DataFrame, fit, variable: str) -> float:
+    """How far the fitted δ moves across the grid's range of `variable`, the others at their medians."""
+    if rows.empty:
+        return math.nan
+    at = {column: float(rows[column].median()) for column in LAW_INPUTS}
+    ends = [{**at, variable: float(rows[variable].min())}, {**at, variable: float(rows[variable].max())}]
+    low, high = (float(fit.predict(pd.DataFrame([point]))[0]) for point in ends)
+    return abs(high - low)
+
+
+def _weights_vs_activations_claim(
+    table: pd.DataFrame, fits: dict, settings: Chen2025Settings, sigma: float, noise: str
+) -> dict:
+    """γ_D(W4A16) − γ_D(W16A4): inconclusive where either exponent is not a free fitted value, or where neither
+    precision's fitted δ moves with D by more than the seed noise over the grid."""
+    text = "Weight error grows faster with D than activation error (γ_D of W4A16 > γ_D of W16A4)"
+    precisions = {"W4A16": fits.get("qat_W4A16"), "W16A4": fits.get("qat_W16A4")}
+    if None in precisions.values():
+        return claim(STUDY, text, statistic="no W4A16 or W16A4 fit", ci="", verdict=INCONCLUSIVE)
+    pinned = [
+        f"{precision}'s γ_D {'held at the paper value' if fit.held_fixed('gamma_D') else 'at its bound'}"
+        for precision, fit in precisions.items()
+        if fit.held_fixed("gamma_D") or fit.at_bound("gamma_D")
+    ]
+    weights, activations = precisions.values()
+    paper = law.QAT.paper_params["W4A16"]["gamma_D"] - law.QAT.paper_params["W16A4"]["gamma_D"]
+    if pinned:
+        values = ", ".join(f"{p} {f.params['gamma_D']:.3f}" for p, f in precisions.items())
+        statistic = f"γ_D {values}: {'; '.join(pinned)}"
+        return claim(STUDY, text, statistic=statistic, ci="", verdict=INCONCLUSIVE, paper=paper, magnitude=INCONCLUSIVE)
+    difference = weights.params["gamma_D"] - activations.params["gamma_D"]
+    low = weights.ci["gamma_D"][0] - activations.ci["gamma_D"][1]
+    high = weights.ci["gamma_D"][1] - activations.ci["gamma_D"][0]
+    verdict = "reproduced" if low > 0 else ("not reproduced" if high < 0 else INCONCLUSIVE)
+    row = claim(
+        STUDY,
+        text,
+        statistic=f"γ_D difference = {difference:.3f} (W4A16 {weights.params['gamma_D']:.3f}, "
+        f"W16A4 {activations.params['gamma_D']:.3f})",
+        ci=f"[{low:.3f}, {high:.3f}] (difference of the two bootstrap CIs' ends)",
+        verdict=verdict,
+        paper=paper,
+        magnitude=magnitude_from_interval(low, high, paper),
+    )
+    effect = max(_effect_across(grid_rows(table, settings, p), fit, "D") for p, fit in precisions.items())
+    return floored_by_seed_noise(row, effect, sigma, noise, "largest effect of D over the grid")
+
+
+def _fc2_claim(table: pd.DataFrame, settings: Chen2025Settings, sigma: float, noise: str) -> dict:
+    """δ_W4A4 − δ_W4A4_FC2_8bit over the points both trained: separate runs, so its noise is σ_seed·√2 per point."""
+    text = "The FC2 input at 8 bits cuts W4A4 QAT error (Fig. 9)"
+    index = ["N", "D", "G"]
+    plain = grid_rows(table, settings, "W4A4").set_index(index)["delta"]
+    fixed = grid_rows(table, settings, "W4A4_FC2_8bit").set_index(index)["delta"]
+    cut = (plain - fixed).dropna()
+    if cut.empty or not math.isfinite(sigma):
+        return claim(
+            STUDY, text, statistic="no W4A4 point with an FC2-8bit partner, or no σ_seed", ci="", verdict=INCONCLUSIVE
+        )
+    mean, half = float(cut.mean()), 1.96 * sigma * math.sqrt(2 / len(cut))
+    return claim(
+        STUDY,
+        text,
+        statistic=f"mean cut {mean:.2e} nats over {len(cut)} points (mean δ_W4A4 {float(plain[cut.index].mean()):.2e})",
+        ci=f"[{mean - half:.2e}, {mean + half:.2e}] ({noise})",
+        verdict="reproduced" if mean - half > 0 else ("not reproduced" if mean + half < 0 else INCONCLUSIVE),
+    )
+
+
+def _kurtosis_claim(activations: pd.DataFrame | None) -> dict:
+    text = "The FC2 input has by far the largest kurtosis of the Linear inputs (Fig. 9)"
+    if activations is None or activations.empty:
+        return claim(STUDY, text, statistic="no activation statistics", ci="", verdict=INCONCLUSIVE)
+    full = activations[(activations["precision"] == FULL) & main_grid(activations)]
+    per_role = full.groupby("role")["kurtosis"].median()
+    others = per_role.drop("fc2").max()
+    wins = full.pivot_table(index=["run", "block"], columns="role", values="kurtosis")
+    share = float((wins["fc2"] > wins.drop(columns="fc2").max(axis=1)).mean())
+    return claim(
+        STUDY,
+        text,
+        statistic=f"median kurtosis fc2 {per_role['fc2']:.1f} vs next {others:.1f} "
+        f"({per_role.drop('fc2').idxmax()}); fc2 largest in {share:.0%} of blocks",
+        ci="share of full-precision blocks where fc2's is the largest",
+        verdict="reproduced" if share > 0.5 and per_role["fc2"] > others else "not reproduced",
+    )
+
+
+def _decomposition_claim(frame: pd.DataFrame, settings: Chen2025Settings) -> dict:
+    text = "W4A4 error ≈ c · (weight-only + activation-only error), c near 0.906 (Fig. 6)"
+    if len(frame) < 3:
+        return claim(STUDY, text, statistic=f"{len(frame)} shared points", ci="", verdict=INCONCLUSIVE)
+    c, low, high = decomposition_slope(frame, settings.bootstrap)
+    return claim(
+        STUDY,
+        text,
+        statistic=f"c = {c:.3f} ({len(frame)} points)",
+        ci=f"[{low:.3f}, {high:.3f}]",
+        verdict="reproduced" if low > 0 else INCONCLUSIVE,
+        paper=law.DECOMPOSITION_SLOPE,
+        magnitude=magnitude_from_interval(low, high, law.DECOMPOSITION_SLOPE),
+    )
+
+
+def _floored_by_w4a4(row: dict, table: pd.DataFrame, settings: Chen2025Settings, sigma: float, noise: str) -> dict:
+    """c and the laws' held-out errors compare W4A4 δs of separately trained runs: with those δs themselves
+    inside 2 σ_seed, either comparison is noise."""
+    if row["verdict"] == INCONCLUSIVE:
+        return row
+    typical = float(grid_rows(table, settings, "W4A4")["delta"].abs().mean())
+    # A row without a CI of its own (the D term's) reads " (σ_seed …)" in the CI column, as every run has written it.
+    noise = noise if row["ci"] else f" ({noise})"
+    return floored_by_seed_noise(row, typical, sigma, noise, "mean |δ_W4A4|")
+
+
+def _ratio_claim(table: pd.DataFrame, settings: Chen2025Settings, sigma: float, noise: str) -> dict:
+    """R's trend over the points whose two δs both clear 2 σ_seed: a ratio of δs inside the seed noise is noise."""
+    text = "R = δ_W16A4 / δ_W4A16 falls as D/N grows (Fig. 8)"
+    ratios = activation_weight_ratio(table, settings)
+    plain = ratios[ratios["variant"] == "plain"]
+    if not math.isfinite(sigma):
+        return claim(STUDY, text, statistic="no σ_seed", ci="", verdict=INCONCLUSIVE)
+    clear = plain[plain["clear_of_seed_noise"]]
+    if len(clear) < 3 or clear["tokens_per_param"].nunique() < 2:
+        statistic = f"{len(clear)} of {len(plain)} points have both δs above 2 σ_seed (3 at 2 D/N needed)"
+        return claim(STUDY, text, statistic=statistic, ci=noise, verdict=INCONCLUSIVE)
+    slope, low, high = ratio_trend(clear, settings.bootstrap)
+    return claim(
+        STUDY,
+        text,
+        statistic=f"slope of log R on log(D/N) = {slope:.3f} over {len(clear)} of {len(plain)} points "
+        f"(R {clear['R'].min():.2f}–{clear['R'].max():.2f})",
+        ci=f"[{low:.3f}, {high:.3f}] ({noise})",
+        verdict="reproduced" if high < 0 else ("not reproduced" if low > 0 else INCONCLUSIVE),
+        paper=round(law.RATIO_SLOPE, 4),
+        magnitude=magnitude_from_interval(low, high, law.RATIO_SLOPE),
+    )
+
+
+def _d_term_claim(fits: dict) -> dict:
+    text = "The law with the D term predicts held-out sizes better than without it (Table 4)"
+    with_d, without = fits.get("qat"), fits.get("qat_no_D")
+    if with_d is None or without is None or None in (with_d.heldout_relative_error, without.heldout_relative_error):
+        return claim(STUDY, text, statistic="no held-out errors for both laws", ci="", verdict=INCONCLUSIVE)
+    better = with_d.heldout_relative_error < without.heldout_relative_error
+    return claim(
+        STUDY,
+        text,
+        statistic=f"held-out relative error {with_d.heldout_relative_error:.1%} with D, "
+        f"{without.heldout_relative_error:.1%} without (paper W4A4: 4.7 % vs 8.6 %)",
+        ci="",
+        verdict="reproduced" if better else "not reproduced",
+    )
