@@ -13,8 +13,10 @@ import pandas as pd
 import pytest
 from conftest import REPO_ROOT
 
-from qscaling.figures import ahmadian2023, common, data_path, figure_data, kumar2024, ouyang2024
+from qscaling.figures import ahmadian2023, common, data_path, figure_data
 from qscaling.laws import load_fit
+from qscaling.studies.kumar2024 import figures as kumar_figures
+from qscaling.studies.ouyang2024 import figures as ouyang_figures
 
 REFERENCE = REPO_ROOT / "reference" / "smoke"
 
@@ -106,7 +108,7 @@ def test_kumar_ptq_grids_draw_every_size_bit_width_and_point(kumar_inputs, figur
     table = tables["ptq"]
     rows = table[(table["split"] == "val") & table["main"] & table["method"].isin([method, "none"])]
     sizes = sorted(rows["N"].unique())
-    axes = drawn(getattr(kumar2024, figure)(tables, fits))
+    axes = drawn(getattr(kumar_figures, figure)(tables, fits))
     assert len(axes) == 2 * len(sizes)  # top row: δ_PTQ (linear) per size; bottom row: δ_PTQ > 0 (log) per size
     for column, n in enumerate(sizes):
         top, bottom = axes[column], axes[len(sizes) + column]
@@ -129,7 +131,7 @@ def test_kumar_fig2_is_drawn_from_the_gptq_rows_only(kumar_inputs):
     table = tables["ptq"]
     other_methods = table["method"].isin(["awq", "rtn"])
     moved = table.assign(loss=table["loss"].where(~other_methods, table["loss"] + 1.0))
-    assert drawn(kumar2024.fig2({"ptq": moved}, fits)) == drawn(kumar2024.fig2(tables, fits))
+    assert drawn(kumar_figures.fig2({"ptq": moved}, fits)) == drawn(kumar_figures.fig2(tables, fits))
 
 
 def test_kumar_fig1_left_draws_the_smallest_model_per_bit_width(kumar_inputs):
@@ -137,7 +139,7 @@ def test_kumar_fig1_left_draws_the_smallest_model_per_bit_width(kumar_inputs):
     table = tables["ptq"]
     rows = table[(table["split"] == "val") & table["main"] & table["method"].isin(["gptq", "none"])]
     rows = rows[rows["N"] == rows["N"].min()]
-    [axes] = drawn(kumar2024.fig1_left(tables, fits))
+    [axes] = drawn(kumar_figures.fig1_left(tables, fits))
     lines = data_lines(axes)
     # Each bit width's loss curve, plus a one-point ★ per quantized width whose best budget is not its largest.
     curves = [line for line in lines if len(line) > 1]
@@ -149,7 +151,7 @@ def test_kumar_fig1_left_draws_the_smallest_model_per_bit_width(kumar_inputs):
     assert_same_series([stars], [[(b["tokens_per_param"], b["loss"]) for b in best if b["D"] < rows["D"].max()]])
 
 
-GUIDE = ouyang2024.GUIDE_LABEL  # Fig. 3's slope guide: the paper's exponent, not a fit
+GUIDE = ouyang_figures.GUIDE_LABEL  # Fig. 3's slope guide: the paper's exponent, not a fit
 
 
 @pytest.fixture(scope="module")
@@ -168,7 +170,7 @@ def test_ouyang_fig2_draws_each_size_and_bit_widths_qid_gap_with_the_losses_inse
     rows = table[(table["split"] == "val") & table["method"].isin(["gptq", "none"])]
     gaps = rows[(rows["method"] == "gptq") & (rows["delta"] > 0)]
     sizes = sorted(rows["N"].unique())
-    axes = drawn(ouyang2024.fig2(tables, fits))
+    axes = drawn(ouyang_figures.fig2(tables, fits))
     panels, insets = axes[: len(sizes)], axes[len(sizes) :]
     assert len(insets) == len(sizes)
     for panel, inset, n in zip(panels, insets, sizes):
@@ -187,7 +189,7 @@ def test_ouyang_one_factor_figures_draw_every_gptq_qid_and_fit(ouyang_inputs, fi
     table, fitted = tables["evals"], tables["one_factor"]
     rows = table[(table["method"] == "gptq") & (table["split"] == "val") & (table["delta"] > 0)]
     panels = sorted(rows[panel_by].unique())
-    axes = drawn(getattr(ouyang2024, figure)(tables, fits))
+    axes = drawn(getattr(ouyang_figures, figure)(tables, fits))
     assert len(axes) == len(panels)
     for panel, value in zip(axes, panels):
         subset = rows[rows[panel_by] == value]
@@ -207,7 +209,7 @@ def test_ouyang_fig3_draws_a_fit_line_per_one_factor_fit(ouyang_inputs):
     rows = rows[(rows["method"] == "gptq") & (rows["split"] == "val") & (rows["delta"] > 0)]
     groups = rows[["N", "bits"]].drop_duplicates().sort_values(["N", "bits"])
     one_factor = groups.assign(law="qid_tokens", b=1e-6, beta=0.5)  # δ = b·D^β (ouyang2024.qid_tokens)
-    axes = drawn(ouyang2024.fig3({**tables, "one_factor": one_factor}, fits))
+    axes = drawn(ouyang_figures.fig3({**tables, "one_factor": one_factor}, fits))
     assert len(axes) == groups["N"].nunique()
     for panel, (_, group) in zip(axes, groups.groupby("N")):
         lines = [tuple(zip(ln["x"], ln["y"])) for ln in panel["lines"] if ln["x"] and ln["label"] != GUIDE]

@@ -12,9 +12,11 @@ import pandas as pd
 import pytest
 from test_figure_content import data_lines, drawn, kumar_inputs, markers  # noqa: F401  (kumar_inputs: fixture)
 
-from qscaling.figures import figure_data, kumar2024
+from qscaling.figures import figure_data
 from qscaling.laws import kumar2024 as law
-from qscaling.studies import kumar2024 as study
+from qscaling.studies.kumar2024 import analysis as study
+from qscaling.studies.kumar2024 import figures
+from qscaling.studies.kumar2024.settings import Kumar2024Settings
 
 PAPER = law.PTQ.paper_params["table2"]
 SIZES = (1e4, 2e4, 4e4, 8e4)
@@ -51,7 +53,7 @@ def test_shrinking_with_N_is_tested_at_fixed_D_where_the_paper_states_it():
     def noisy_paper_law(N, D, bits):
         return law.ptq_degradation(PAPER, {"N": N, "D": D, "P_post": bits}) * noise.lognormal(0.0, 0.05)
 
-    rows = study.claims({"table": synthetic_table(delta=noisy_paper_law)}, {}, {})
+    rows = study.claims({"table": synthetic_table(delta=noisy_paper_law)}, {}, Kumar2024Settings.model_construct())
     found = claim_named(rows, "δ_PTQ shrinks with N at fixed training data D")
     slope = float(found["statistic"].split("= ")[1].split(" ")[0])
     assert slope == pytest.approx(-PAPER["gamma_N"], abs=0.03)
@@ -129,20 +131,20 @@ def test_fig19_draws_only_the_points_it_fitted_and_counts_those_left_out(default
     fitted = study.fit_rows(tables["ptq"], "gptq")
     table = tables["ptq"]
     quantized = table[(table["method"] == "gptq") & table["main"] & (table["split"] == "val")]
-    [axes] = drawn(kumar2024.fig19(tables, fits))
+    [axes] = drawn(figures.fig19(tables, fits))
     assert sorted(y for _, y in markers(axes)) == pytest.approx(sorted(fitted["delta"]), rel=1e-12)
     left_out = len(quantized) - len(fitted)
     assert left_out > 0  # the default tables have points below the noise floor: the test can fail
-    assert f"{left_out} of {len(quantized)} points" in footer(kumar2024.fig19(tables, fits))
+    assert f"{left_out} of {len(quantized)} points" in footer(figures.fig19(tables, fits))
 
 
 def test_fig1_left_stars_a_turn_up_and_says_when_there_is_none():
-    flat = drawn(kumar2024.fig1_left({"ptq": synthetic_table()}, {}))[0]
+    flat = drawn(figures.fig1_left({"ptq": synthetic_table()}, {}))[0]
     assert not [line for line in data_lines(flat) if len(line) == 1]
     assert any("no format's loss turns up within the grid" in text for text in flat["texts"])
 
     table = synthetic_table(delta=turns_up_after(BUDGETS[2]))
-    [axes] = drawn(kumar2024.fig1_left({"ptq": table}, {}))
+    [axes] = drawn(figures.fig1_left({"ptq": table}, {}))
     turns = study.critical_tokens(table)
     best = turns[(turns["N"] == min(SIZES)) & (turns["bits"] == 3)].iloc[0]
     stars = [line[0] for line in data_lines(axes) if len(line) == 1]
@@ -152,7 +154,7 @@ def test_fig1_left_stars_a_turn_up_and_says_when_there_is_none():
 
 def test_fig12_is_labelled_as_the_schedules_it_compares(kumar_inputs):  # noqa: F811
     tables, fits = kumar_inputs
-    fig = kumar2024.fig12(tables, fits)
+    fig = figures.fig12(tables, fits)
     [axes] = figure_data(fig)["axes"]
     assert "WSD" in axes["title"] and "cosine" in axes["title"] and "linear" not in axes["title"]
     text = footer(fig)
@@ -161,7 +163,7 @@ def test_fig12_is_labelled_as_the_schedules_it_compares(kumar_inputs):  # noqa: 
 
 def test_ptq_grid_draws_the_papers_exponent_through_the_points(kumar_inputs):  # noqa: F811
     tables, fits = kumar_inputs
-    axes = drawn(kumar2024.fig2(tables, fits))
+    axes = drawn(figures.fig2(tables, fits))
     bottoms = axes[len(axes) // 2 :]
     for bottom in bottoms:
         [guide] = [line for line in bottom["lines"] if line["label"] == "paper D^0.51"]

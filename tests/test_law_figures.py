@@ -13,16 +13,19 @@ from qscaling.figures import (
     declared_figures,
     figure_inputs,
     figure_modules,
-    kumar2024,
-    ouyang2024,
     resolve_function,
     save_figure,
     sun2025,
 )
 from qscaling.laws import LAWS, fit
 from qscaling.laws.synthetic import paper_grid, synthetic_table
+from qscaling.studies.kumar2024 import figures as kumar_figures
+from qscaling.studies.ouyang2024 import figures as ouyang_figures
+from qscaling.studies.registry import BUILTIN, load_study, module_of
 
-LAW_FIGURES = [spec for module in figure_modules() for spec in declared_figures(module) if spec.law_only]
+# Every declared figure, as the workflow finds them: this package's modules and each built-in study's.
+STUDY_FIGURES = [module for name in BUILTIN for module in load_study(name, module_of(name, {})).figures]
+LAW_FIGURES = [spec for module in figure_modules(STUDY_FIGURES) for spec in declared_figures(module) if spec.law_only]
 
 
 @pytest.fixture(scope="module")
@@ -52,9 +55,7 @@ def test_a_law_only_figure_reads_this_runs_fit_only_where_the_study_runs():
     fits = {"ouyang2024": {"qid": "results/fits/ouyang2024/qid.json", "kaplan": "results/fits/ouyang2024/kaplan.json"}}
     assert figure_inputs(fig1, {}, fits) == {"qid": "results/fits/ouyang2024/qid.json"}
     assert figure_inputs(fig1, {}, {}) == {}  # the paper's constants alone
-    fig2 = next(
-        spec for module in figure_modules() for spec in declared_figures(module) if spec.target == "ouyang2024_fig2"
-    )
+    fig2 = next(spec for spec in declared_figures(ouyang_figures) if spec.target == "ouyang2024_fig2")
     assert figure_inputs(fig2, {}, fits) is None  # a data-driven figure needs its study's tables
 
 
@@ -63,7 +64,7 @@ def test_fit_overlay_changes_the_figure(capybara_fit, tmp_path):
     overlay = save_figure(sun2025.fig6({}, {"capybara": capybara_fit}), tmp_path / "both.png").read_bytes()
     assert paper_only != overlay
     with pytest.raises(ValueError, match="fit for 'sun2025.capybara' passed where a fit of 'kumar2024.neff'"):
-        kumar2024.fig3_left({}, {"neff_joint": capybara_fit})
+        kumar_figures.fig3_left({}, {"neff_joint": capybara_fit})
 
 
 @pytest.mark.slow
@@ -80,7 +81,7 @@ def test_snakemake_builds_every_law_figure_that_needs_no_run(tmp_path, repo_root
         written = (tmp_path / target).read_bytes()
         assert written[:4] == b"\x89PNG" if target.endswith(".png") else written.count(b"\n") > 1, target
     assert not (tmp_path / "results" / "runs").exists()  # drawn from the papers' constants: nothing trained
-    table = ouyang2024.table1_frame({}, {}).to_csv()
+    table = ouyang_figures.table1_frame({}, {}).to_csv()
     assert "paper Table 1" in table and "per-bit-width" in table
 
 
@@ -110,8 +111,8 @@ def test_kumar_law_figures_overlay_table_2_with_this_runs_sensitivities(neff_fit
     from qscaling.laws import kumar2024 as law
 
     paper = LAWS["kumar2024.neff"].default_paper_params()
-    ours = {**paper, **{name: neff_fit.params[name] for name in kumar2024._SENSITIVITIES}}
-    record = figure_data(kumar2024.fig3_left({}, {"neff_joint": neff_fit}))
+    ours = {**paper, **{name: neff_fit.params[name] for name in kumar_figures._SENSITIVITIES}}
+    record = figure_data(kumar_figures.fig3_left({}, {"neff_joint": neff_fit}))
     [axes] = record["axes"]
     # Four curves from Table 2 (w, a, kv, tied), then the same four with this run's γ_x, n_x.
     lines = axes["lines"]
@@ -123,12 +124,12 @@ def test_kumar_law_figures_overlay_table_2_with_this_runs_sensitivities(neff_fit
     )
     # P*(D) per size: Table 2's three curves, then this run's; with n_kv = 5 no optimum lies below 4.8 bits, and
     # where the solver finds none the curve has a gap.
-    record = figure_data(kumar2024.fig6_right({}, {"neff_joint": neff_fit}))
+    record = figure_data(kumar_figures.fig6_right({}, {"neff_joint": neff_fit}))
     curves = [line for line in record["axes"][0]["lines"] if len(line["x"]) == 60]
     assert len(curves) == 6
     for line, N in zip(curves[3:], (1e9, 8e9, 70e9)):
         expected = [law.optimum_or_nan(law.fixed_size_optimal_precision, ours, N, D) for D in line["x"]]
         assert [np.nan if value is None else value for value in line["y"]] == pytest.approx(expected, nan_ok=True)
         assert all(value is None or value > ours["gamma_kv"] * ours["n_kv"] for value in line["y"])
-    record = figure_data(kumar2024.fig9({}, {"neff_joint": neff_fit}))
+    record = figure_data(kumar_figures.fig9({}, {"neff_joint": neff_fit}))
     assert len(record["axes"][0]["lines"]) == 6  # P* against cost at three serving loads, Table 2's and ours

@@ -10,8 +10,10 @@ import pytest
 import yaml
 from conftest import REPO_ROOT, run_snakemake
 
-from qscaling.config import ConfigError, corpus_id, resolve_config
-from qscaling.studies import plan_all
+from qscaling.config import ConfigError, resolve_config
+from qscaling.plan import Planner
+from qscaling.studies import kumar2024, ouyang2024
+from qscaling.studies.registry import study_settings
 
 MATCH = ["D", "method", "spec", "split"]
 SCORES = ["N", "loss", "base_loss", "delta", "delta_se"]
@@ -19,6 +21,12 @@ SCORES = ["N", "loss", "base_loss", "delta", "delta_se"]
 
 def smoke_config() -> dict:
     return {**yaml.safe_load((REPO_ROOT / "config.yaml").read_text()), "scale": "smoke"}
+
+
+def checked(raw: dict, study):
+    """(`study`'s settings, the shared sections) of `raw`, its block checked as the DAG build checks it."""
+    config = resolve_config(raw)
+    return study_settings(study, config.studies[study.name], config.common()), config.common()
 
 
 def local_block(run_dir, label: str) -> list[dict]:
@@ -40,25 +48,27 @@ def test_local_entries_are_checked_before_any_job(tmp_path):
         source="local", local=[{"label": "mine", "path": str(tmp_path), "tokens": 10}]
     )
     with pytest.raises(ConfigError, match=r"studies.ouyang2024.local.0.path: .* is not an HF-format model directory"):
-        resolve_config(config)
+        checked(config, ouyang2024.STUDY)
     (tmp_path / "config.json").write_text("{}")
     twice = copy.deepcopy(config)
     twice["studies"]["ouyang2024"]["local"] *= 2
     with pytest.raises(ConfigError, match="studies.ouyang2024.local.1: mine at 10 tokens is also entry 0"):
-        resolve_config(twice)
+        checked(twice, ouyang2024.STUDY)
     config["studies"]["kumar2024"].update(source="local", local=None)
     with pytest.raises(ConfigError, match="studies.kumar2024.local: source 'local' needs at least one"):
-        resolve_config(config)
+        checked(config, kumar2024.STUDY)
     config["studies"]["kumar2024"]["local"] = [{"label": "mine", "path": str(tmp_path), "repo": "org/m", "tokens": 10}]
     with pytest.raises(ConfigError, match=r"studies.kumar2024.local.0: give either path .* or repo"):
-        resolve_config(config)
+        checked(config, kumar2024.STUDY)
     config["studies"]["kumar2024"]["local"] = [
         {"label": "mine", "path": str(tmp_path), "tokens": 10},
         {"label": "theirs", "repo": "org/model", "revision": "step9", "tokens": 20},
     ]
-    resolved = resolve_config(config)
-    planner, evaluations = plan_all(resolved, corpus_id(resolved))
-    assert [(e.run, e.tokens) for e in evaluations["kumar2024"]] == [("local-mine", 10), ("hub-theirs", 20)]
+    checked(config, ouyang2024.STUDY)  # its entry's directory now holds a config.json
+    settings, common = checked(config, kumar2024.STUDY)
+    planner = Planner(common, common.corpus_id)
+    evaluations = kumar2024.STUDY.plan(settings, common, planner)
+    assert [(e.run, e.tokens) for e in evaluations] == [("local-mine", 10), ("hub-theirs", 20)]
     assert planner.hub_runs["local-mine"].revisions == {10: str(tmp_path)}
     assert planner.hub_runs["hub-theirs"].repo == "org/model" and planner.hub_runs["hub-theirs"].revisions == {
         20: "step9"

@@ -6,37 +6,44 @@ import pandas as pd
 import pytest
 from test_figure_content import drawn
 
-from qscaling.config import ConfigError, corpus_id, resolve_config
-from qscaling.figures import ouyang2024 as figures
+from qscaling.config import ConfigError, resolve_config
+from qscaling.layout import Layout
 from qscaling.plan import Planner
-from qscaling.studies import ouyang2024 as study
+from qscaling.studies.ouyang2024 import STUDY, bitnet, figures, grid
+from qscaling.studies.registry import study_settings
+
+
+def typed(config) -> tuple:
+    """(the study's settings, the shared sections) of a resolved config, the block checked as the DAG build does."""
+    common = config.common()
+    return study_settings(STUDY, config.studies[grid.STUDY], common), common
 
 
 def test_each_size_gets_a_bitnet_trunk_and_the_fp32_trunk_of_the_same_recipe(default_config):
-    planner = Planner(default_config, corpus_id(default_config))
-    runs = study.bitnet_runs(default_config, planner)
-    block = default_config["studies"][study.STUDY]["bitnet"]
-    seed = default_config["training"]["seed"]
-    expected = [(size, seed) for size in block["sizes"]] + [(block["sizes"][0], s) for s in block["extra_seeds"]]
+    settings, common = typed(default_config)
+    planner = Planner(common, common.corpus_id)
+    runs = grid.bitnet_runs(settings, common, planner)
+    block, seed = settings.bitnet, common.training.seed
+    expected = [(size, seed) for size in block.sizes] + [(block.sizes[0], s) for s in block.extra_seeds]
     assert [(run["size"], run["seed"]) for run in runs[::2]] == expected
-    for bitnet, full in zip(runs[::2], runs[1::2]):
-        assert (bitnet["precision"], full["precision"]) == (study.BITNET, study.FULL)
-        bitnet_spec, full_spec = planner.runs[bitnet["run"]].spec, planner.runs[full["run"]].spec
-        assert bitnet_spec.training_precision == block["precision"] and full_spec.training_precision is None
+    for bitnet_run, full in zip(runs[::2], runs[1::2]):
+        assert (bitnet_run["precision"], full["precision"]) == (grid.BITNET, grid.FULL)
+        bitnet_spec, full_spec = planner.runs[bitnet_run["run"]].spec, planner.runs[full["run"]].spec
+        assert bitnet_spec.training_precision == block.precision and full_spec.training_precision is None
         # Only the precision tells them apart: schedule, warmup, LR and seed are the recipe's.
         same = ("schedule", "warmup_tokens", "lr", "seed", "shape")
         assert [getattr(bitnet_spec, name) for name in same] == [getattr(full_spec, name) for name in same]
-        assert bitnet_spec.total_tokens == block["tokens"] <= full_spec.total_tokens
+        assert bitnet_spec.total_tokens == block.tokens <= full_spec.total_tokens
     # The job finds the same runs from a planner of its own.
-    assert [run["run"] for run in study.bitnet_runs(default_config, Planner(default_config, "other"))] != [
+    assert [run["run"] for run in grid.bitnet_runs(settings, common, Planner(common, "other"))] != [
         run["run"] for run in runs
     ]
-    assert study.bitnet_runs(default_config, Planner(default_config, corpus_id(default_config))) == runs
+    assert grid.bitnet_runs(settings, common, Planner(common, common.corpus_id)) == runs
 
 
 def test_the_bitnet_precision_is_ternary_absmean_weights_and_8_bit_per_token_activations(default_config):
-    block = default_config["studies"][study.STUDY]["bitnet"]
-    assert block["precision"] == {
+    settings, _ = typed(default_config)
+    assert settings.bitnet.precision == {
         "weights": "int2:tensor:absmean:narrow",
         "activations": "int8:token",
         "ste": "identity",
@@ -54,19 +61,17 @@ def test_the_bitnet_precision_is_ternary_absmean_weights_and_8_bit_per_token_act
     ],
 )
 def test_bad_bitnet_settings_name_their_config_key(raw_config, edit, message):
-    edit(raw_config["studies"][study.STUDY]["bitnet"])
-    with pytest.raises(ConfigError, match=rf"config key studies\.{study.STUDY}\.{message}") as error:
-        resolve_config(raw_config)
+    edit(raw_config["studies"][grid.STUDY]["bitnet"])
+    with pytest.raises(ConfigError, match=rf"config key studies\.{grid.STUDY}\.{message}") as error:
+        typed(resolve_config(raw_config))
     assert "\n" not in str(error.value)
 
 
 def test_no_bitnet_block_plans_no_runs_and_no_job(raw_config):
-    raw_config["studies"][study.STUDY]["bitnet"] = None
-    config = resolve_config(raw_config)
-    assert study.bitnet_runs(config, Planner(config, "corpus")) == []
-    from qscaling.studies import Layout
-
-    assert [job.name for job in study.jobs(config, [], Layout("corpus"))] == ["weight_changes"]
+    raw_config["studies"][grid.STUDY]["bitnet"] = None
+    settings, common = typed(resolve_config(raw_config))
+    assert grid.bitnet_runs(settings, common, Planner(common, "corpus")) == []
+    assert [job.name for job in grid.jobs(settings, common, [], Layout("corpus"))] == ["weight_changes"]
 
 
 def _summary(losses, warmup=100, step_tokens=10, diverged=False):
@@ -76,12 +81,12 @@ def _summary(losses, warmup=100, step_tokens=10, diverged=False):
 
 def test_the_curve_is_averaged_over_equal_token_spans_after_warmup():
     losses = np.arange(1, 51, dtype=float)  # tokens 10..500; warmup ends at 100
-    frame = study.bitnet_curves(_summary(losses), tokens=400, bins=3)
+    frame = bitnet.bitnet_curves(_summary(losses), tokens=400, bins=3)
     # Spans (100, 200], (200, 300], (300, 400]: tokens 110..200 are losses 11..20, and so on; 410+ are cut.
     assert frame["D"].tolist() == [200.0, 300.0, 400.0]
     assert frame["loss"].tolist() == [15.5, 25.5, 35.5] and frame["points"].tolist() == [10, 10, 10]
     assert frame["loss_se"].iloc[0] == pytest.approx(np.std(np.arange(11, 21), ddof=1) / np.sqrt(10))
-    assert study.bitnet_curves(_summary(losses, diverged=True), tokens=400, bins=3).empty
+    assert bitnet.bitnet_curves(_summary(losses, diverged=True), tokens=400, bins=3).empty
 
 
 def _curves(widening: dict, seeds: dict, bins: int = 4, noise: float = 0.0) -> pd.DataFrame:
@@ -96,13 +101,13 @@ def _curves(widening: dict, seeds: dict, bins: int = 4, noise: float = 0.0) -> p
                 base = 4 - 0.1 * b
                 gap = 0.05 + (widening[size] + shift) * b / (bins - 1)
                 common = {"size": size, "N": 1000 * (size_index + 1), "seed": seed, "bin": b, "D": 100.0 * (b + 1)}
-                rows.append({**common, "precision": study.FULL, "loss": base, "loss_se": noise, "points": 5})
-                rows.append({**common, "precision": study.BITNET, "loss": base + gap, "loss_se": noise, "points": 5})
+                rows.append({**common, "precision": grid.FULL, "loss": base, "loss_se": noise, "points": 5})
+                rows.append({**common, "precision": grid.BITNET, "loss": base + gap, "loss_se": noise, "points": 5})
     return pd.DataFrame(rows)
 
 
 def test_a_gap_that_widens_beyond_the_seed_noise_at_every_size_is_reproduced():
-    row = study.bitnet_claim(_curves({"N3k": 0.3, "N7k": 0.2}, {0: 0.0, 1: 0.02}), recipe_seed=0)
+    row = bitnet.bitnet_claim(_curves({"N3k": 0.3, "N7k": 0.2}, {0: 0.0, 1: 0.02}), recipe_seed=0)
     assert row["verdict"] == "reproduced" and "widening +0.300" in row["statistic"]
     assert "σ_seed of the widening 0.014 over 2 seeds at N3k" in row["ci"]
 
@@ -116,12 +121,12 @@ def test_a_gap_that_widens_beyond_the_seed_noise_at_every_size_is_reproduced():
     ],
 )
 def test_a_widening_within_noise_or_unmeasured_noise_is_not_reproduced(widening, seeds, verdict):
-    assert study.bitnet_claim(_curves(widening, seeds), recipe_seed=0)["verdict"] == verdict
+    assert bitnet.bitnet_claim(_curves(widening, seeds), recipe_seed=0)["verdict"] == verdict
 
 
 def test_the_span_noise_floors_the_widening_too():
     curves = _curves({"N3k": 0.3, "N7k": 0.2}, {0: 0.0, 1: 0.0}, noise=0.1)  # two seeds agree exactly
-    assert study.bitnet_claim(curves, recipe_seed=0)["verdict"] == "inconclusive"
+    assert bitnet.bitnet_claim(curves, recipe_seed=0)["verdict"] == "inconclusive"
 
 
 def test_fig14_draws_both_losses_per_size_and_every_seeds_gap():
@@ -134,7 +139,7 @@ def test_fig14_draws_both_losses_per_size_and_every_seeds_gap():
         drawn_losses = sorted(line["y"] for line in panel["lines"] if len(line["y"]) == 4)
         assert drawn_losses == sorted(rows.groupby("precision")["loss"].apply(list).tolist())
     assert top[0]["legend"] == [label for label, _ in figures._PRECISION_STYLE.values()]
-    gaps = study.bitnet_gaps(curves)
+    gaps = bitnet.bitnet_gaps(curves)
     first_size = [line for line in bottom[0]["lines"] if line["label"].startswith("seed")]
     assert [line["label"] for line in first_size] == ["seed 0", "seed 1"]
     assert first_size[0]["y"] == pytest.approx(gaps[(gaps["size"] == "N3k") & (gaps["seed"] == 0)]["gap"].tolist())
@@ -143,9 +148,10 @@ def test_fig14_draws_both_losses_per_size_and_every_seeds_gap():
 
 def test_the_bitnet_runs_are_planned_whatever_the_checkpoint_source(raw_config):
     """At paper scale the QiD grid reads released checkpoints; Fig. 14's runs are still trained."""
-    from qscaling.studies import plan_all
-
-    config = resolve_config({**raw_config, "scale": "paper"})
-    planner, _ = plan_all(config, corpus_id(config))
-    assert config["studies"][study.STUDY]["source"] == "hub"
-    assert all(run["run"] in planner.runs for run in study.bitnet_runs(config, Planner(config, corpus_id(config))))
+    settings, common = typed(resolve_config({**raw_config, "scale": "paper"}))
+    planner = Planner(common, common.corpus_id)
+    STUDY.plan(settings, common, planner)
+    assert settings.source == "hub"
+    assert all(
+        run["run"] in planner.runs for run in grid.bitnet_runs(settings, common, Planner(common, common.corpus_id))
+    )

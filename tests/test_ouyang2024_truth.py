@@ -12,10 +12,12 @@ import pandas as pd
 import pytest
 from conftest import REPO_ROOT
 
-from qscaling.figures import figure_data, ouyang2024, save_figure
+from qscaling.figures import figure_data, save_figure
 from qscaling.laws import load_fit
 from qscaling.laws import ouyang2024 as law
-from qscaling.studies import ouyang2024 as study
+from qscaling.studies.ouyang2024 import analysis as study
+from qscaling.studies.ouyang2024 import figures
+from qscaling.studies.ouyang2024.settings import Ouyang2024Settings
 
 REFERENCE = REPO_ROOT / "reference" / "default" / "results"
 
@@ -45,19 +47,19 @@ def tokens_T(frame, source, bits, model, delta):
 
 def test_table1_labels_each_source_truthfully_at_every_qid_level(inputs):
     _, fits = inputs
-    frame = ouyang2024.table1_frame({}, fits)
+    frame = figures.table1_frame({}, fits)
     for bits in (2, 3, 4):
         for model, N in law.MODELS.items():
             for delta in law.TABLE1_DELTAS:
                 paper = law.tokens_to_reach(law.UNIFIED_CONSTANTS, delta, N, bits) / 1e12
                 ours = law.tokens_to_reach(fits["qid"].params, delta, N, bits) / 1e12
-                assert tokens_T(frame, ouyang2024.TABLE1_UNIFIED, bits, model, delta) == pytest.approx(paper)
-                assert tokens_T(frame, ouyang2024.TABLE1_THIS_RUN, bits, model, delta) == pytest.approx(ours)
-                per_bits = tokens_T(frame, ouyang2024.TABLE1_PER_BITS, bits, model, delta)
+                assert tokens_T(frame, figures.TABLE1_UNIFIED, bits, model, delta) == pytest.approx(paper)
+                assert tokens_T(frame, figures.TABLE1_THIS_RUN, bits, model, delta) == pytest.approx(ours)
+                per_bits = tokens_T(frame, figures.TABLE1_PER_BITS, bits, model, delta)
                 assert np.isnan(per_bits) if bits == 3 else per_bits > 0  # 3-bit k is not reported
-    printed = frame[frame["source"] == ouyang2024.TABLE1_PRINTED]
+    printed = frame[frame["source"] == figures.TABLE1_PRINTED]
     assert len(printed) == 8  # papers.md: the Δ = 0.2 row of the 2- and 4-bit blocks
-    assert tokens_T(frame, ouyang2024.TABLE1_PRINTED, 4, "7B", 0.2) == 4.5066
+    assert tokens_T(frame, figures.TABLE1_PRINTED, 4, "7B", 0.2) == 4.5066
 
 
 def test_table1_gives_no_token_counts_from_a_fit_whose_beta_ci_reaches_zero(inputs):
@@ -67,21 +69,21 @@ def test_table1_gives_no_token_counts_from_a_fit_whose_beta_ci_reaches_zero(inpu
     flat = dataclasses.replace(
         fits["qid"], params={**fits["qid"].params, "beta": 0.015}, ci={**fits["qid"].ci, "beta": (0.0, 0.24)}
     )
-    frame = ouyang2024.table1_frame({}, {"qid": flat})
-    ours = frame[frame["source"] == ouyang2024.TABLE1_THIS_RUN]
-    assert len(ours) == len(frame[frame["source"] == ouyang2024.TABLE1_UNIFIED]) and ours["tokens_T"].isna().all()
+    frame = figures.table1_frame({}, {"qid": flat})
+    ours = frame[frame["source"] == figures.TABLE1_THIS_RUN]
+    assert len(ours) == len(frame[frame["source"] == figures.TABLE1_UNIFIED]) and ours["tokens_T"].isna().all()
     assert (ours["note"] == "β's CI reaches 0: no token count is bounded").all()
-    footer = " ".join(record(ouyang2024.table1({}, {"qid": flat}))["texts"])
+    footer = " ".join(record(figures.table1({}, {"qid": flat}))["texts"])
     assert "This run's fit: β = 0.015 [0, 0.24]; β's CI reaches 0: no token count is bounded." in footer
-    assert ouyang2024.table1_frame({}, fits).query("source == @ouyang2024.TABLE1_THIS_RUN")["tokens_T"].gt(0).all()
+    assert figures.table1_frame({}, fits).query("source == @figures.TABLE1_THIS_RUN")["tokens_T"].gt(0).all()
 
 
 def test_table1_footer_gives_each_sources_gap_to_the_printed_values(inputs):
     _, fits = inputs
-    gaps = ouyang2024.table1_agreement(ouyang2024.table1_frame({}, fits))
-    assert gaps[(ouyang2024.TABLE1_UNIFIED, 4)] == pytest.approx(1 - 21.83313 / 48.4861, rel=1e-4)  # 405B
-    assert gaps[(ouyang2024.TABLE1_UNIFIED, 2)] < 0.06
-    footer = " ".join(record(ouyang2024.table1({}, fits))["texts"])
+    gaps = figures.table1_agreement(figures.table1_frame({}, fits))
+    assert gaps[(figures.TABLE1_UNIFIED, 4)] == pytest.approx(1 - 21.83313 / 48.4861, rel=1e-4)  # 405B
+    assert gaps[(figures.TABLE1_UNIFIED, 2)] < 0.06
+    footer = " ".join(record(figures.table1({}, fits))["texts"])
     assert "reproduces the 2-bit column" not in footer
     assert "paper unified law 4-bit 55.0%" in footer
 
@@ -90,7 +92,7 @@ def test_fig1_draws_no_dashed_fit_off_the_axes_and_says_why(inputs):
     """The previous ladder's fit (β 1.834, α 0) predicts QiD far above the axes: left out, and the footer says so."""
     _, fits = inputs
     off_axes = dataclasses.replace(fits["qid"], params={"k": 2.353e-12, "alpha": 0.0, "beta": 1.834, "gamma": 4.301})
-    data = record(ouyang2024.fig1({}, {"qid": off_axes}))
+    data = record(figures.fig1({}, {"qid": off_axes}))
     drawn = [line for axes in data["axes"] for line in axes["lines"] if line["x"]]
     assert len(drawn) == 9  # the paper's three bit widths in three panels, no fit
     footer = " ".join(data["texts"])
@@ -99,7 +101,7 @@ def test_fig1_draws_no_dashed_fit_off_the_axes_and_says_why(inputs):
 
 def test_fig1_draws_the_reference_fit_where_it_falls_on_the_axes(inputs):
     _, fits = inputs
-    data = record(ouyang2024.fig1({}, {"qid": fits["qid"]}))
+    data = record(figures.fig1({}, {"qid": fits["qid"]}))
     assert len([line for axes in data["axes"] for line in axes["lines"] if line["x"]]) > 9
     assert "is not drawn" not in " ".join(data["texts"])
 
@@ -107,22 +109,22 @@ def test_fig1_draws_the_reference_fit_where_it_falls_on_the_axes(inputs):
 def test_fig1_draws_a_fit_that_falls_on_the_axes(inputs):
     _, fits = inputs
     on_axes = dataclasses.replace(fits["qid"], params=dict(law.UNIFIED_CONSTANTS))
-    data = record(ouyang2024.fig1({}, {"qid": on_axes}))
+    data = record(figures.fig1({}, {"qid": on_axes}))
     assert len([line for axes in data["axes"] for line in axes["lines"] if line["x"]]) == 18
     assert "dashed: this run's fit" in " ".join(data["texts"])
 
 
 def test_fig3_draws_the_papers_token_exponent_in_every_panel(inputs):
     tables, fits = inputs
-    for axes in record(ouyang2024.fig3(tables, fits))["axes"]:
-        (guide,) = [line for line in axes["lines"] if line["label"] == ouyang2024.GUIDE_LABEL]
+    for axes in record(figures.fig3(tables, fits))["axes"]:
+        (guide,) = [line for line in axes["lines"] if line["label"] == figures.GUIDE_LABEL]
         slope = np.polyfit(np.log(guide["x"]), np.log(guide["y"]), 1)[0]
         assert slope == pytest.approx(law.TOKENS_EXPONENT, rel=1e-9)
 
 
 def test_fig5_labels_every_bit_width_on_its_log_axis(inputs, tmp_path):
     tables, fits = inputs
-    fig = ouyang2024.fig5(tables, fits)
+    fig = figures.fig5(tables, fits)
     save_figure(fig, tmp_path / "fig5.png")  # saving tidies log axes and draws the tick labels
     for ax in fig.axes:
         low, high = ax.get_xlim()
@@ -135,7 +137,7 @@ def test_fig7_right_panel_draws_predicted_against_measured_qid(inputs):
     rows = tables["evals"]
     rows = rows[(rows["method"] == "gptq") & (rows["split"] == "val") & (rows["delta"] > 0)]
     predicted = fits["qid"].predict(rows.assign(P=rows["bits"]))
-    gap_panel = record(ouyang2024.fig7(tables, fits))["axes"][1]
+    gap_panel = record(figures.fig7(tables, fits))["axes"][1]
     offsets = [c["offsets"] for c in gap_panel["collections"] if c["kind"] == "PathCollection" and c["offsets"]]
     drawn = sorted(zip(offsets[0][0::2], offsets[0][1::2]))
     np.testing.assert_allclose(drawn, sorted(zip(predicted, rows["delta"])), rtol=1e-12)
@@ -143,11 +145,11 @@ def test_fig7_right_panel_draws_predicted_against_measured_qid(inputs):
 
 
 def test_fig13_draws_one_bar_per_model_each_with_its_source():
-    models = ouyang2024.fig13_frame({}, {})
+    models = figures.fig13_frame({}, {})
     assert {"model", "year", "tokens_T", "verified", "source"} <= set(models.columns)
     assert models["source"].str.len().gt(10).all() and models["tokens_T"].gt(0).all()
     assert models["model"].is_unique
-    bars = record(ouyang2024.fig13({}, {}))["axes"][0]["bars"]
+    bars = record(figures.fig13({}, {}))["axes"][0]["bars"]
     assert sorted(height for *_, height in bars) == sorted(models["tokens_T"])
     assert models.loc[models["model"] == "Llama-2 7B", "tokens_T"].item() == 2.0
 
@@ -204,7 +206,8 @@ def test_reference_weight_changes_grid_has_no_equal_intervals(inputs):
 
 def test_claims_carry_the_papers_values(inputs):
     tables, fits = inputs
-    rows = study.claims({"table": tables["evals"], "weight_changes": tables["weight_changes"]}, fits, {})
+    settings = Ouyang2024Settings.model_construct()
+    rows = study.claims({"table": tables["evals"], "weight_changes": tables["weight_changes"]}, fits, settings)
     papers = {row["claim"]: row["paper"] for row in rows}
     assert papers["Unified QiD law: beta > 0 (paper 0.5251)"] == "0.5251"
     assert papers["QiD grows with training tokens at fixed size and bits (Fig. 3)"] == "0.5316"

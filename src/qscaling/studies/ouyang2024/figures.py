@@ -1,5 +1,5 @@
-"""Ouyang et al. 2024 figures. Law-only ones draw the unified QiD law's constants and, given `fits["qid"]`
-(an ouyang2024.qid fit), this run's fit."""
+"""Ouyang et al. 2024 figures (figures/ouyang2024/…). Law-only ones draw the unified QiD law's constants and, given
+`fits["qid"]` (an ouyang2024.qid fit), this run's fit."""
 
 from importlib import resources
 
@@ -12,7 +12,9 @@ from mpl_toolkits.axes_grid1.inset_locator import inset_axes
 from qscaling.figures import add_footer, compact_number, figure, new_figure, series_palette
 from qscaling.laws import LAWS, compare_sources
 from qscaling.laws import ouyang2024 as law
+from qscaling.studies.ouyang2024.bitnet import bitnet_gaps
 
+PAPER = "ouyang2024"
 _STYLE = {"paper": "-", "this run": "--"}
 GUIDE_LABEL = "paper slope (guide)"
 PYTHIA_VOCAB = 50277  # GPT-NeoX tokenizer: a uniform guess costs ln(50277) nats
@@ -410,7 +412,7 @@ def fig12(tables, fits):
 
 
 # Fig. 13 reads public facts only: each model's training tokens as its model card or paper states them.
-OPEN_7B_MODELS = resources.files("qscaling.figures") / "data" / "open_7b_models_tokens.csv"
+OPEN_7B_MODELS = resources.files("qscaling.studies.ouyang2024") / "data" / "open_7b_models_tokens.csv"
 
 
 def fig13_frame(tables, fits):
@@ -448,8 +450,6 @@ _PRECISION_STYLE = {"fp32": ("full precision (fp32)", "0.2"), "bitnet": ("BitNet
 def fig14(tables, fits):
     """BitNet b1.58-style vs full-precision training loss over tokens, one column per size (top: the losses,
     averaged over equal token spans after warmup, ± their SE; bottom: the gap BitNet − fp32 for every seed)."""
-    from qscaling.studies.ouyang2024 import bitnet_gaps
-
     curves = tables["bitnet"]
     gaps = bitnet_gaps(curves)
     sizes = curves[["N", "size"]].drop_duplicates().sort_values("N")

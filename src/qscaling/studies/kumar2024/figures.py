@@ -1,5 +1,6 @@
-"""Kumar et al. 2024 figures. Law-only ones draw Table 2's constants and, where the training-precision study runs,
-Table 2 with this run's precision sensitivities γ_x, n_x (`fits["neff_joint"]`) in place of its own."""
+"""Kumar et al. 2024 figures (figures/kumar2024/…). Law-only ones draw Table 2's constants and, where the
+training-precision study runs, Table 2 with this run's precision sensitivities γ_x, n_x (`fits["neff_joint"]`) in
+place of its own."""
 
 import math
 
@@ -9,8 +10,9 @@ import seaborn as sns
 from qscaling.figures import add_footer, figure, new_figure
 from qscaling.laws import LAWS
 from qscaling.laws import kumar2024 as law
-from qscaling.studies.kumar2024 import critical_tokens, fit_rows, schedule_ratio
+from qscaling.studies.kumar2024.analysis import critical_tokens, fit_rows, schedule_ratio
 
+PAPER = "kumar2024"
 _STYLE = {"paper": "-", "this run": "--"}
 _PTQ_PAPER = law.PTQ.paper_params["table2"]
 _NEFF_PAPER = LAWS["kumar2024.neff"].default_paper_params()

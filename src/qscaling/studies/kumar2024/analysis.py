@@ -1,85 +1,32 @@
 """Kumar et al. 2024, post-training quantization: δ_PTQ of annealed models across N and D, by method and bits.
 
-Grid: every (size, budget) with N·D ≤ `max_ND` and D/N ≥ `min_tokens_per_param`, annealed by a WSD cooldown branch (or a cosine run per budget),
-quantized with GPTQ, AWQ and RTN at INT3–6 (per-channel weights, the paper's setting). The schedule ablation
-(Fig. 12) repeats the smallest size's grid with the other annealing schedule.
+Grid (`grid`): every (size, budget) with N·D ≤ `max_ND` and D/N ≥ `min_tokens_per_param`, annealed by a WSD cooldown
+branch (or a cosine run per budget), quantized with GPTQ, AWQ and RTN at INT3–6 (per-channel weights, the paper's
+setting). The schedule ablation (Fig. 12) repeats the smallest size's grid with the other annealing schedule. Here:
+the tidy table, the δ_PTQ law fitted per method, the critical data size and the claims.
 """
 
 import numpy as np
 import pandas as pd
 
-from qscaling.config import check_sizes, check_weight_spec
 from qscaling.laws import kumar2024 as law
+from qscaling.laws import try_fit
 from qscaling.laws.baseline import KUMAR2024_CHINCHILLA
-from qscaling.studies import (
-    Evaluation,
-    Quantization,
-    check_local_models,
-    local_evaluations,
-    non_embedding_params,
-    ptq_scoring,
-    try_fit,
-)
 from qscaling.studies.claims import claim, positive_parameter_claim, slope_claim
+from qscaling.studies.kumar2024.grid import STUDY
+from qscaling.studies.kumar2024.settings import Kumar2024Settings
 
-STUDY = "kumar2024"
 _PTQ_PAPER = law.PTQ.paper_params["table2"]  # C_T, γ_D, γ_N, γ_post of Table 2
 
 
-def check_config(config: dict) -> None:
-    """Sizes, and the weight format at every (method, bits), before any job exists."""
-    study, key = config["studies"][STUDY], f"studies.{STUDY}"
-    if study["source"] == "local":
-        check_local_models(f"{key}.local", study["local"])
-    else:
-        check_sizes(config, f"{key}.sizes", study["sizes"])
-        check_sizes(config, f"{key}.schedule_ablation.size", study["schedule_ablation"]["size"])
-    for method in study["methods"]:
-        for bits in study["bits"]:
-            check_weight_spec(f"{key}.weight_format", method, study["weight_format"], bits=bits)
-
-
-def plan(config: dict, planner) -> list[Evaluation]:
-    """Annealed runs of every (size, budget) in range, or (`source: local`) your own checkpoints as they are."""
-    study = config["studies"][STUDY]
-    if study["source"] == "local":
-        return local_evaluations(STUDY, study["local"], planner)
-    evaluations = []
-    for size in study["sizes"]:
-        n = non_embedding_params(config, size)
-        for budget in study["budgets"]:
-            if n * budget <= study["max_ND"] and budget >= study["min_tokens_per_param"] * n:
-                run = planner.annealed(size, budget, study["anneal"], study["cooldown_fraction"])
-                evaluations.append(Evaluation(STUDY, run, budget))
-    ablation = study["schedule_ablation"]
-    if ablation["anneal"] != study["anneal"]:
-        for budget in ablation["budgets"]:
-            run = planner.annealed(ablation["size"], budget, ablation["anneal"], study["cooldown_fraction"])
-            evaluations.append(Evaluation(STUDY, run, budget))
-    return evaluations
-
-
-def quantizations(config: dict) -> list[Quantization]:
-    study = config["studies"][STUDY]
-    return [
-        Quantization(method, study["weight_format"].format(bits=bits))
-        for method in study["methods"]
-        for bits in study["bits"]
-    ]
-
-
-def scoring(config: dict, layout):
-    return ptq_scoring(config, layout, STUDY, quantizations(config))
-
-
-def build_table(rows: pd.DataFrame, settings: dict) -> pd.DataFrame:
+def build_table(rows: pd.DataFrame, settings: Kumar2024Settings) -> pd.DataFrame:
     """Tidy PTQ table: `anneal` names how the model was annealed ("imported" for checkpoints trained elsewhere),
     `main` marks the study's own schedule (imported checkpoints are the grid there is)."""
     table = rows.copy()
     table["anneal"] = np.select(
         [table["schedule"] == "cosine", table["schedule"] == "wsd"], ["cosine", "wsd"], default="imported"
     )
-    table["main"] = table["anneal"].isin([settings["anneal"], "imported"])
+    table["main"] = table["anneal"].isin([settings.anneal, "imported"])
     table["tokens_per_param"] = table["D"] / table["N"]
     table["P_post"] = table["bits"]
     return table.sort_values(["method", "bits", "anneal", "N", "D"]).reset_index(drop=True)
@@ -91,11 +38,11 @@ def fit_rows(table: pd.DataFrame, method: str) -> pd.DataFrame:
     return rows[rows["delta"] > 2 * rows["delta_se"]]
 
 
-def fit_names(settings: dict) -> list[str]:
-    return [f"ptq_{method}" for method in settings["methods"]]
+def fit_names(settings: Kumar2024Settings) -> list[str]:
+    return [f"ptq_{method}" for method in settings.methods]
 
 
-def fit_laws(table: pd.DataFrame, settings: dict, *, bootstrap: int = 200) -> dict:
+def fit_laws(table: pd.DataFrame, settings: Kumar2024Settings, *, bootstrap: int = 200) -> dict:
     return {
         f"ptq_{method}": try_fit(
             "kumar2024.ptq",
@@ -106,7 +53,7 @@ def fit_laws(table: pd.DataFrame, settings: dict, *, bootstrap: int = 200) -> di
             run_col="run",
             seed=0,
         )
-        for method in settings["methods"]
+        for method in settings.methods
     }
 
 
@@ -238,11 +185,11 @@ def schedule_claim(table: pd.DataFrame) -> dict | None:
     )
 
 
-def claims(tables: dict, fits: dict, settings: dict) -> list[dict]:
-    table = tables["table"]
+def slope_claims(table: pd.DataFrame) -> list[dict]:
+    """δ_PTQ's trends in D, bits and N (GPTQ, the main schedule), each slope against the paper's constant."""
     gptq = table[(table["method"] == "gptq") & table["main"] & (table["split"] == "val")]
     low_bits = gptq[gptq["bits"] == gptq["bits"].min()]
-    out = [
+    return [
         slope_claim(
             STUDY,
             "δ_PTQ grows with training data D at fixed N (Fig. 2, bottom)",
@@ -264,9 +211,7 @@ def claims(tables: dict, fits: dict, settings: dict) -> list[dict]:
             log_x=False,
             paper=-1 / _PTQ_PAPER["gamma_post"],
         ),
-    ]
-    # At fixed D, as the paper states it: at a fixed ratio D/N its own constants predict growth, N^(γ_D − γ_N).
-    out.append(
+        # At fixed D, as the paper states it: at a fixed ratio D/N its own constants predict growth, N^(γ_D − γ_N).
         slope_claim(
             STUDY,
             "δ_PTQ shrinks with N at fixed training data D (Fig. 2; slope −γ_N)",
@@ -276,25 +221,30 @@ def claims(tables: dict, fits: dict, settings: dict) -> list[dict]:
             by="D",
             expect="negative",
             paper=-_PTQ_PAPER["gamma_N"],
-        )
-    )
-    out.append(critical_data_size_claim(table, fits.get("ptq_gptq")))
-    schedule = schedule_claim(table)
-    if schedule is not None:
-        out.append(schedule)
+        ),
+    ]
+
+
+def method_order_claim(table: pd.DataFrame) -> dict | None:
+    """GPTQ's mean δ at INT3–4 below AWQ's and RTN's; None unless all three methods ran."""
     per_method = table[table["main"] & (table["split"] == "val") & (table["method"] != "none")]
     mean_delta = per_method[per_method["bits"] <= 4].groupby("method")["delta"].mean()
-    if {"gptq", "awq", "rtn"} <= set(mean_delta.index):
-        ordered = mean_delta["gptq"] < min(mean_delta["awq"], mean_delta["rtn"])
-        out.append(
-            claim(
-                STUDY,
-                "GPTQ degrades less than AWQ and RTN (Figs. 2, 10, 11)",
-                statistic=", ".join(f"mean δ {m} {mean_delta[m]:.4f}" for m in ("gptq", "awq", "rtn")),
-                ci="INT3–4, all (N, D)",
-                verdict="reproduced" if ordered else "not reproduced",
-            )
-        )
+    if not {"gptq", "awq", "rtn"} <= set(mean_delta.index):
+        return None
+    ordered = mean_delta["gptq"] < min(mean_delta["awq"], mean_delta["rtn"])
+    return claim(
+        STUDY,
+        "GPTQ degrades less than AWQ and RTN (Figs. 2, 10, 11)",
+        statistic=", ".join(f"mean δ {m} {mean_delta[m]:.4f}" for m in ("gptq", "awq", "rtn")),
+        ci="INT3–4, all (N, D)",
+        verdict="reproduced" if ordered else "not reproduced",
+    )
+
+
+def claims(tables: dict, fits: dict, settings: Kumar2024Settings) -> list[dict]:
+    table = tables["table"]
+    out = [*slope_claims(table), critical_data_size_claim(table, fits.get("ptq_gptq"))]
+    out += [found for found in (schedule_claim(table), method_order_claim(table)) if found is not None]
     fitted = fits.get("ptq_gptq")
     if fitted is not None:
         for name in ("gamma_D", "gamma_N"):
