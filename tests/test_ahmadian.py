@@ -1,7 +1,5 @@
 """Ahmadian et al. 2023: the ablation grid, precision emulation, statistics, claims, released-OPT scoring, DAG."""
 
-import copy
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -9,10 +7,13 @@ import torch
 import yaml
 from test_figure_content import draws_data, figure_record
 
-from qscaling.config import ConfigError, corpus_id, resolve_config
+from qscaling.config import ConfigError, deep_merge, resolve_config
+from qscaling.pipeline import learning_curve_runs
+from qscaling.plan import Planner
 from qscaling.quant import quantize
-from qscaling.studies import ahmadian2023 as study
-from qscaling.studies import learning_curve_runs, plan_all
+from qscaling.studies.ahmadian2023 import STUDY, claims, grid, score
+from qscaling.studies.ahmadian2023.settings import Ahmadian2023Settings
+from qscaling.studies.registry import study_settings
 
 
 @pytest.fixture(scope="module")
@@ -25,8 +26,27 @@ def default_config(raw_config):
     return resolve_config(raw_config)
 
 
-def test_grid_has_the_papers_one_factor_ablations(default_config):
-    variants = study.variants(default_config)
+def ahmadian_settings(raw_config, **overrides) -> Ahmadian2023Settings:
+    """The study's typed settings, with the training recipe its claims read, from config.yaml with `overrides`."""
+    config = resolve_config(deep_merge(raw_config, overrides))
+    return study_settings(STUDY, config.studies["ahmadian2023"], config.common())
+
+
+@pytest.fixture(scope="module")
+def default_settings(raw_config):
+    return ahmadian_settings(raw_config)
+
+
+def plan_study(config, settings: Ahmadian2023Settings):
+    """(planner, the learning curves' trunks, the study's evaluations) with the learning curves planned first."""
+    common = config.common()
+    planner = Planner(common, common.corpus_id)
+    curves = learning_curve_runs(common, planner)
+    return planner, curves, STUDY.plan(settings, common, planner)
+
+
+def test_grid_has_the_papers_one_factor_ablations(default_config, default_settings):
+    variants = grid.variants(default_settings, default_config.common())
     by_factor = {f: [v for v in variants if v.factor == f] for f in {v.factor for v in variants}}
     assert [v.level for v in by_factor["weight_decay"]] == ["0.001", "0.01", "0.1"]
     assert all(dict(v.recipe)["grad_clip"] is None for v in by_factor["weight_decay"])  # the paper's: no clipping
@@ -40,7 +60,7 @@ def test_grid_has_the_papers_one_factor_ablations(default_config):
         ("fp16", "wd 0.1"),
         ("fp16", "wd 0.01"),
     }
-    assert [v.size for v in by_factor["recipe"]] == default_config["studies"]["ahmadian2023"]["sizes"]
+    assert [v.size for v in by_factor["recipe"]] == default_settings.sizes
     assert dict(by_factor["outlier_prone"][0].recipe) == {
         "weight_decay": 0.001,
         "grad_clip": None,
@@ -57,11 +77,11 @@ def variant_table(evaluations) -> pd.DataFrame:
     return pd.DataFrame([record for evaluation in first.values() for record in evaluation.label_records()])
 
 
-def test_plan_reuses_the_shared_trunks_and_tracks_only_the_precision_runs(default_config):
-    planner, evaluations = plan_all(default_config, corpus_id(default_config))
-    labels = variant_table(evaluations["ahmadian2023"])
+def test_plan_reuses_the_shared_trunks_and_tracks_only_the_precision_runs(raw_config, default_config, default_settings):
+    planner, curves, evaluations = plan_study(default_config, default_settings)
+    labels = variant_table(evaluations)
     recipe_runs = set(labels.loc[labels["factor"] == "recipe", "run"])
-    assert recipe_runs <= set(learning_curve_runs(default_config, planner))  # the final recipe costs nothing
+    assert recipe_runs <= set(curves)  # the final recipe costs nothing
     runs = labels.set_index("variant")["run"]
     assert runs["grad_clip · none"] == runs["weight_decay · 0.001"]  # one run serves both ablations
     assert len(set(labels["run"])) == 19 and len(set(labels["run"]) - recipe_runs) == 16
@@ -71,18 +91,17 @@ def test_plan_reuses_the_shared_trunks_and_tracks_only_the_precision_runs(defaul
         spec = planner.runs[run].spec
         assert spec.seed in (1, 2) and spec.weight_decay == 0.1 and spec.grad_clip == 1.0 and spec.dropout == 0.0
     tokens = {}
-    for evaluation in evaluations["ahmadian2023"]:
+    for evaluation in evaluations:
         tokens.setdefault(evaluation.run, set()).add(evaluation.tokens)
     for row in labels.itertuples():
-        expected = set(study.checkpoint_tokens(default_config)) if row.tracked else {600_000}
+        expected = set(grid.checkpoint_tokens(default_settings)) if row.tracked else {600_000}
         assert tokens[row.run] == expected
-    assert study.checkpoint_tokens(default_config) == [120_000, 319_800, 600_000]
+    assert grid.checkpoint_tokens(default_settings) == [120_000, 319_800, 600_000]
     bf16 = planner.runs[runs["precision · bf16 · wd 0.1"]].spec
     assert bf16.training_precision["weights"] == "fp:e8m7:unscaled" and bf16.autocast is None
-    autocast = copy.deepcopy(default_config)
-    autocast["studies"]["ahmadian2023"]["precision_mode"] = "autocast"
-    planner, evaluations = plan_all(autocast, corpus_id(autocast))
-    labels = variant_table(evaluations["ahmadian2023"])
+    autocast = ahmadian_settings(raw_config, studies={"ahmadian2023": {"precision_mode": "autocast"}})
+    planner, _, evaluations = plan_study(default_config, autocast)
+    labels = variant_table(evaluations)
     fp16 = planner.runs[labels.set_index("variant")["run"]["precision · fp16 · wd 0.01"]].spec
     assert fp16.autocast == "fp16" and fp16.training_precision is None and fp16.weight_decay == 0.01
 
@@ -96,35 +115,29 @@ def test_precision_emulation_is_the_16_bit_cast(precision, dtype):
             torch.tensor([finfo.tiny, finfo.tiny / 8, -finfo.max, finfo.max * 0.999, 0.0, -0.0, 1 / 3]),
         ]
     )
-    assert torch.equal(quantize(x, study.EMULATED_FORMATS[precision]), x.to(dtype).float())
+    assert torch.equal(quantize(x, grid.EMULATED_FORMATS[precision]), x.to(dtype).float())
 
 
 def test_config_errors_name_the_key(raw_config):
-    bad = copy.deepcopy(raw_config)
-    bad["studies"]["ahmadian2023"]["precision_mode"] = "native"
     with pytest.raises(ConfigError, match="studies.ahmadian2023.precision_mode"):
-        resolve_config(bad)
-    bad = copy.deepcopy(raw_config)
-    bad["studies"]["ahmadian2023"]["recipe"]["precision"] = "fp8"
+        ahmadian_settings(raw_config, studies={"ahmadian2023": {"precision_mode": "native"}})
     with pytest.raises(ConfigError, match="studies.ahmadian2023.recipe.precision"):
-        resolve_config(bad)
-    bad = copy.deepcopy(raw_config)
-    bad["studies"]["ahmadian2023"]["sizes"] = ["N21k", "N6B"]
+        ahmadian_settings(raw_config, studies={"ahmadian2023": {"recipe": {"precision": "fp8"}}})
     with pytest.raises(ConfigError, match=r"studies.ahmadian2023.sizes.1: size 'N6B' is not in ladder \(defined: N21k"):
-        resolve_config(bad)
+        ahmadian_settings(raw_config, studies={"ahmadian2023": {"sizes": ["N21k", "N6B"]}})
 
 
 def test_weighted_slope_and_its_error():
-    slope, se = study.weighted_slope([0, 1, 2], [1.0, 3.0, 5.0], [0.5, 0.5, 0.5])
+    slope, se = claims.weighted_slope([0, 1, 2], [1.0, 3.0, 5.0], [0.5, 0.5, 0.5])
     assert slope == pytest.approx(2.0) and se == pytest.approx(0.5 / np.sqrt(2))
     # A noisier point counts less: the slope leans towards the two precise points.
-    assert study.weighted_slope([0, 1, 2], [0.0, 1.0, 10.0], [0.1, 0.1, 100.0])[0] == pytest.approx(1.0, abs=1e-3)
+    assert claims.weighted_slope([0, 1, 2], [0.0, 1.0, 10.0], [0.1, 0.1, 100.0])[0] == pytest.approx(1.0, abs=1e-3)
 
 
 def test_task_changes_are_paired_per_item():
     base = {"a": {"correct": np.array([1, 1, 0, 1], dtype=np.int8)}, "b": {"correct": np.zeros(4, dtype=np.int8)}}
     quantized = {"a": {"correct": np.array([1, 0, 0, 1], dtype=np.int8)}, "b": {"correct": np.array([0, 1, 0, 0])}}
-    changes = study.task_changes(base, quantized)
+    changes = score.task_changes(base, quantized)
     assert changes["acc_change"] == pytest.approx(100 * (-0.25 + 0.25) / 2)
     assert changes["pct_change"] == pytest.approx(-100 / 3)  # task b has no base accuracy: no relative change
     assert changes["pct_change_se"] == pytest.approx(100 * 0.5 / 2 / 0.75)
@@ -136,7 +149,7 @@ def test_attach_labels_repeats_a_shared_run_under_each_variant():
         {"run": "r", "factor": "weight_decay", "level": "0.001", "size": "N40k"},
         {"run": "r", "factor": "grad_clip", "level": "none", "size": "N40k"},
     ]
-    table = study.attach_labels(rows, labels, 600)
+    table = score.attach_labels(rows, labels, 600)
     assert len(table) == 4 and table["final"].tolist() == [False, False, True, True]
     assert sorted(table["factor"].unique()) == ["grad_clip", "weight_decay"]
 
@@ -170,7 +183,7 @@ def synthetic_row(run, factor, level, method, delta, *, group="", size="N40k", b
         "loss": 5.0 + delta,
         "delta": delta,
         "delta_se": 0.0 if method == "none" else 1e-5,
-        "pct_change": -badness if factor in study.FACTORS else 0.0,
+        "pct_change": -badness if factor in grid.FACTORS else 0.0,
         "gain_std": badness,
         "rmse": badness,
         "outliers_llm_int8": outliers,
@@ -218,104 +231,96 @@ def synthetic_table(sensitive: bool, seed_spread: float = 0.0, seeds: int = 2) -
     return pd.DataFrame(rows)
 
 
-def ahmadian_settings(config: dict) -> dict:
-    """What the claims read: the study's block and the training recipe its runs follow."""
-    return {**config["studies"]["ahmadian2023"], "training": config["training"]}
-
-
 def by_claim(claims: list[dict], words: str) -> dict:
     (row,) = [row for row in claims if words in row["claim"]]
     return row
 
 
-def test_claims_follow_the_data(default_config):
+def test_claims_follow_the_data(raw_config):
     # At lr 0.3, Σ lr·wd over the 293 steps is ≈ 8 at wd 0.1: weight decay can act, so its trend decides.
-    settings = {**ahmadian_settings(default_config), "training": {**default_config["training"], "lr": 0.3}}
-    verdicts = [row["verdict"] for row in study.claims({"table": synthetic_table(True)}, {}, settings)]
+    settings = ahmadian_settings(raw_config, training={"lr": 0.3})
+    verdicts = [row["verdict"] for row in claims.claims({"table": synthetic_table(True)}, {}, settings)]
     assert verdicts == ["reproduced"] * 9
-    opposite = [row["verdict"] for row in study.claims({"table": synthetic_table(False)}, {}, settings)]
+    opposite = [row["verdict"] for row in claims.claims({"table": synthetic_table(False)}, {}, settings)]
     assert opposite[:4] == ["not reproduced"] * 4 and opposite[6:] == ["not reproduced"] * 3
     assert opposite[4] == "reproduced"  # W4 still costs more than W8A8 in the opposite world
     assert opposite[5] == "reproduced"  # the 6.0 rule's counts are unrelated to δ in both worlds
-    empty = study.claims({"table": synthetic_table(True).iloc[:0]}, {}, settings)
+    empty = claims.claims({"table": synthetic_table(True).iloc[:0]}, {}, settings)
     assert all(row["verdict"] == "inconclusive" for row in empty)
 
 
-def test_a_difference_between_runs_inside_the_seed_spread_is_inconclusive(default_config):
+def test_a_difference_between_runs_inside_the_seed_spread_is_inconclusive(default_settings):
     """The ablation effects above are ~1e-3 nats; three seeds of the recipe 1e-2 apart make every comparison of
     separately trained runs inconclusive, while W4 vs W8A8 (both on each checkpoint) stays reproduced."""
     table = synthetic_table(True, seed_spread=1e-2)
-    noise = study.seed_noise(table, default_config["studies"]["ahmadian2023"])
+    noise = claims.seed_noise(table, default_settings)
     assert noise.seeds == 3 and noise.sd == pytest.approx(1e-2)
-    claims = study.claims({"table": table}, {}, default_config["studies"]["ahmadian2023"])
-    between_runs = [*claims[:4], claims[8]]
+    checked = claims.claims({"table": table}, {}, default_settings)
+    between_runs = [*checked[:4], checked[8]]
     assert [row["verdict"] for row in between_runs] == ["inconclusive"] * 5
     assert all("σ_seed = 1.0e-02 over 3 seeds" in row["ci"] for row in between_runs)
-    assert claims[4]["verdict"] == "reproduced" and "paired evaluation noise" in claims[4]["ci"]
+    assert checked[4]["verdict"] == "reproduced" and "paired evaluation noise" in checked[4]["ci"]
 
 
-def test_one_seed_gives_no_verdict_between_runs(default_config):
+def test_one_seed_gives_no_verdict_between_runs(default_settings):
     """With the recipe on one seed only evaluation noise is known: the same clear effects get no verdict."""
     table = synthetic_table(True, seeds=0)
-    claims = study.claims({"table": table}, {}, default_config["studies"]["ahmadian2023"])
-    for row in [*claims[:4], claims[8]]:
+    checked = claims.claims({"table": table}, {}, default_settings)
+    for row in [*checked[:4], checked[8]]:
         assert row["verdict"] == "inconclusive" and "no verdict between runs" in row["ci"], row["claim"]
-    assert claims[4]["verdict"] == "reproduced"  # W4 vs W8A8 is paired on each checkpoint: no seed noise in it
+    assert checked[4]["verdict"] == "reproduced"  # W4 vs W8A8 is paired on each checkpoint: no seed noise in it
 
 
-def test_identical_clipped_and_unclipped_runs_are_not_exercised(default_config):
+def test_identical_clipped_and_unclipped_runs_are_not_exercised(default_settings):
     """Clipping that never triggers leaves the clipped run bit-identical to the unclipped one."""
     table = synthetic_table(True)
     unclipped = table[(table["factor"] == "grad_clip") & (table["level"] == "none")]
     clipped = table.index[(table["factor"] == "grad_clip") & (table["level"] == "1")]
     columns = ["base_loss", "loss", "delta", "delta_se"]
     table.loc[clipped, columns] = unclipped[columns].to_numpy()
-    row = by_claim(study.claims({"table": table}, {}, ahmadian_settings(default_config)), "Gradient clipping")
+    row = by_claim(claims.claims({"table": table}, {}, default_settings), "Gradient clipping")
     assert row["verdict"] == "inconclusive"
     assert row["statistic"].startswith("not exercised: clipped and unclipped runs identical")
     table.loc[clipped[table.loc[clipped, "method"] == "w8a8"], "loss"] += 1e-12  # one bit apart: compared again
-    row = by_claim(study.claims({"table": table}, {}, ahmadian_settings(default_config)), "Gradient clipping")
+    row = by_claim(claims.claims({"table": table}, {}, default_settings), "Gradient clipping")
     assert row["statistic"].startswith("W8A8 loss δ(none) − δ(1)")
 
 
-def test_an_outlier_rule_that_counts_zero_everywhere_cannot_fail(default_config):
+def test_an_outlier_rule_that_counts_zero_everywhere_cannot_fail(default_settings):
     table = synthetic_table(True).assign(outliers_llm_int8=0, **{"outliers_threshold_4.2": 0, "outliers_zscore_4": 0})
-    row = by_claim(study.claims({"table": table}, {}, ahmadian_settings(default_config)), "6.0 rule")
+    row = by_claim(claims.claims({"table": table}, {}, default_settings), "6.0 rule")
     assert row["verdict"] == "inconclusive"
     assert (
         "every rule (llm_int8, threshold_4.2, zscore_4) counts 0 outlier dims in all 14 scored runs" in row["statistic"]
     )
     table.loc[table["factor"] == "outlier_prone", "outliers_llm_int8"] = 3  # the rule finds dims somewhere
-    row = by_claim(study.claims({"table": table}, {}, ahmadian_settings(default_config)), "6.0 rule")
+    row = by_claim(claims.claims({"table": table}, {}, default_settings), "6.0 rule")
     assert row["verdict"] == "reproduced"
 
 
 def test_decay_budget_follows_the_sizes_recipe(default_config):
     """Default: 600k tokens of 16 × 128 are 293 steps; N40k warms up over its 40,160 tokens (20 steps) to its peak
     LR 0.0104, so Σ lr·wd at wd 0.1 is ≈ 0.30: enough for weight decay to act."""
-    steps, mean_lr = study.decay_budget(default_config["training"], 600_000, 40_160)
+    steps, mean_lr = claims.decay_budget(default_config.training, 600_000, 40_160)
     warmup = [0.0104 * (i + 1) * 2048 / (40_160 + 2048) for i in range(20)]  # lr_at's linear warmup, by hand
     assert steps == 293 and mean_lr == pytest.approx((sum(warmup) + 273 * 0.0104) / 293)
     assert mean_lr * 0.1 * steps == pytest.approx(0.295, abs=1e-3)
 
 
-def test_weight_decay_that_cannot_act_in_the_runs_steps_is_not_exercised(default_config):
+def test_weight_decay_that_cannot_act_in_the_runs_steps_is_not_exercised(default_config, raw_config, default_settings):
     """60k tokens are 30 steps, two thirds of them warmup: Σ lr·wd ≈ 0.02 at N40k, a tenth of what weight decay
     needs to act, so the (clear) trend is not evidence. At the default's 600k tokens it is."""
-    short = {**ahmadian_settings(default_config), "tokens": 60_000}
-    steps, mean_lr = study.decay_budget(default_config["training"], 60_000, SIZES["N40k"])
-    row = study.claims({"table": synthetic_table(True)}, {}, short)[0]
-    assert row["verdict"] == "inconclusive" and mean_lr * 0.1 * steps < study.DECAY_TO_ACT
+    short = ahmadian_settings(raw_config, studies={"ahmadian2023": {"tokens": 60_000}})
+    steps, mean_lr = claims.decay_budget(default_config.training, 60_000, SIZES["N40k"])
+    row = claims.claims({"table": synthetic_table(True)}, {}, short)[0]
+    assert row["verdict"] == "inconclusive" and mean_lr * 0.1 * steps < claims.DECAY_TO_ACT
     assert row["statistic"].startswith(f"not exercised: lr·wd·steps = {mean_lr:.2e} · 0.1 · {steps} = ")
-    assert study.claims({"table": synthetic_table(True)}, {}, ahmadian_settings(default_config))[0]["verdict"] == (
-        "reproduced"
-    )
+    assert claims.claims({"table": synthetic_table(True)}, {}, default_settings)[0]["verdict"] == "reproduced"
 
 
-def test_outlier_prone_ratio_is_reported_per_size(default_config):
+def test_outlier_prone_ratio_is_reported_per_size(default_settings):
     """δ(outlier-prone) / δ(final) at each size, smallest first, each with its Fieller interval."""
-    settings = ahmadian_settings(default_config)
-    row = by_claim(study.claims({"table": synthetic_table(False)}, {}, settings), "outlier-prone recipe")
+    row = by_claim(claims.claims({"table": synthetic_table(False)}, {}, default_settings), "outlier-prone recipe")
     assert row["verdict"] == "not reproduced"  # 0.25× the final recipe's δ: the opposite of the paper
     assert row["statistic"].startswith(
         "W8A8 loss δ outlier-prone / final: N21k 0.25 [0.24, 0.26]; N40k 0.25 [0.24, 0.26]"
@@ -324,13 +329,13 @@ def test_outlier_prone_ratio_is_reported_per_size(default_config):
 
 
 def test_ratio_interval_is_fiellers():
-    assert study.ratio_interval(2.0, 0.0, 1.0, 0.0) == pytest.approx((2.0, 2.0))
+    assert claims.ratio_interval(2.0, 0.0, 1.0, 0.0) == pytest.approx((2.0, 2.0))
     a, var_a, b, var_b = 2.0, 0.04, 4.0, 0.09
-    low, high = study.ratio_interval(a, var_a, b, var_b)
+    low, high = claims.ratio_interval(a, var_a, b, var_b)
     grid = np.linspace(-1, 2, 300_001)  # every ratio the 95 % test does not reject, by brute force
     kept = grid[np.abs(a - grid * b) <= 1.96 * np.sqrt(var_a + grid**2 * var_b)]
     assert low == pytest.approx(kept.min(), abs=1e-5) and high == pytest.approx(kept.max(), abs=1e-5)
-    assert study.ratio_interval(1.0, 0.01, 0.1, 0.01) is None  # denominator within its noise of zero
+    assert claims.ratio_interval(1.0, 0.01, 0.1, 0.01) is None  # denominator within its noise of zero
 
 
 def test_released_opt_checkpoint_is_scored_with_its_own_tokenizer(tmp_path):
@@ -366,7 +371,7 @@ def test_released_opt_checkpoint_is_scored_with_its_own_tokenizer(tmp_path):
     eos = corpus_tokenizer.token_to_id("<|endoftext|>")
     val = np.array([i for d in documents for i in (*corpus_tokenizer.encode(" ".join(d)).ids, eos)], dtype=np.uint16)
     source = {"repo": str(tmp_path / "opt-tiny"), "revision": "main"}
-    tokenizer, held_out = study.task_tokenizer(tmp_path / "tokenizer.json", val, source)
+    tokenizer, held_out = score.task_tokenizer(tmp_path / "tokenizer.json", val, source)
     assert held_out.max() < 280 and tokenizer.decode(held_out[:40].tolist()).split()[:2] == documents[0][:2]
     build_tasks(
         held_out_documents(val, corpus_tokenizer, eos),
@@ -376,9 +381,9 @@ def test_released_opt_checkpoint_is_scored_with_its_own_tokenizer(tmp_path):
         continuation_words=2,
         seed=0,
     )
-    rows, proxies, _ = study.score_checkpoint(
+    rows, proxies, _ = score.score_checkpoint(
         tmp_path / "ckpt",
-        study.quantizations({"studies": {"ahmadian2023": {"w8a8_weights": "int8:channel", "w4": "int4:channel"}}}),
+        grid.quantizations(Ahmadian2023Settings.model_construct(w8a8_weights="int8:channel", w4="int4:channel")),
         held_out,
         tokenizer=tokenizer,
         tasks=TASKS,
@@ -407,22 +412,22 @@ def test_smoke_dag_builds_every_ahmadian_target(smoke_run):
     assert table.loc[table["factor"] == "precision", "emulated"].all()  # CPU: bf16/fp16 are emulated
 
 
-def test_runs_whose_degradation_spreads_within_their_noise_are_not_ranked(default_config):
+def test_runs_whose_degradation_spreads_within_their_noise_are_not_ranked(default_settings):
     """A rank correlation of W8A8 δs that differ by less than their noise is a correlation with noise (and flips
     with the CPU the runs were scored on): no ranking, and no ratio to a final δ within its noise."""
-    settings = ahmadian_settings(default_config)
     quiet = synthetic_table(True)
     quiet["delta"] = 1e-4 + 1e-7 * np.arange(len(quiet))  # every run alike, well inside delta_se
-    rows = study.claims({"table": quiet}, {}, settings)
+    rows = claims.claims({"table": quiet}, {}, default_settings)
     for text in ("norm gains", "activation RMSE"):
         row = by_claim(rows, text)
         assert row["verdict"] == "inconclusive" and "no ranking to correlate" in row["statistic"], row
     assert (
-        "Spearman" in by_claim(study.claims({"table": synthetic_table(True)}, {}, settings), "norm gains")["statistic"]
+        "Spearman"
+        in by_claim(claims.claims({"table": synthetic_table(True)}, {}, default_settings), "norm gains")["statistic"]
     )
     within = synthetic_table(False)
     within.loc[within["factor"] == "recipe", "delta_se"] = 1.0
     assert (
         "the final δ is within its noise, no ratio"
-        in by_claim(study.claims({"table": within}, {}, settings), "outlier-prone recipe")["statistic"]
+        in by_claim(claims.claims({"table": within}, {}, default_settings), "outlier-prone recipe")["statistic"]
     )

@@ -13,8 +13,9 @@ import pandas as pd
 import pytest
 from conftest import REPO_ROOT
 
-from qscaling.figures import ahmadian2023, common, data_path, figure_data
+from qscaling.figures import common, data_path, figure_data
 from qscaling.laws import load_fit
+from qscaling.studies.ahmadian2023 import figures as ahmadian_figures
 from qscaling.studies.kumar2024 import figures as kumar_figures
 from qscaling.studies.ouyang2024 import figures as ouyang_figures
 
@@ -229,7 +230,7 @@ def test_ahmadian_fig2_draws_one_bar_per_ablation_level(tmp_path):
     rows = table[table["final"] & (table["method"] == "w8a8")]
     factors = [f for f in ("weight_decay", "dropout", "grad_clip") if f in set(rows["factor"])]
     assert factors, "the smoke reference ablates no training choice: this test would show nothing"
-    axes = drawn(ahmadian2023.fig2(tables, {}))
+    axes = drawn(ahmadian_figures.fig2(tables, {}))
     assert len(axes) == 2 * len(factors)  # top: % accuracy change; bottom: loss δ
     for column, factor in enumerate(factors):
         subset = rows[rows["factor"] == factor]

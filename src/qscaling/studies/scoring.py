@@ -1,6 +1,7 @@
 """Scoring one checkpoint, the job-time part every study shares (loads torch): the columns that say which
 checkpoint a row scores, its held-out windows as trained, and the post-training quantization loop — the
-checkpoint before and after each quantization, on the same held-out windows.
+checkpoint before and after each quantization, on the same held-out windows (`score_quantizations`, with whatever
+else a study measures on each model beside its loss: a `Measurement`).
 
 One PTQ job per checkpoint (not per quantization): loading, calibration sampling and the unquantized pass are
 shared, and tiny models quantize in a second. Rows are tidy: one per (quantization, split), with the unquantized
@@ -10,6 +11,8 @@ loss alongside and `delta_se` from the per-window paired differences.
 import copy
 import logging
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -99,23 +102,80 @@ def spec_bits(spec: str) -> int:
     return parsed.bits if parsed.kind == "int" else 1 + parsed.exponent_bits + parsed.mantissa_bits
 
 
-def _unquantized_rows(base_row: dict, baseline: dict) -> list[dict]:
-    return [
-        {
-            **base_row,
-            "method": "none",
-            "spec": "none",
-            "bits": 16,
-            "split": split,
-            "loss": result["loss"],
-            "loss_se": result["loss_se"],
-            "base_loss": result["loss"],
-            "delta": 0.0,
-            "delta_se": 0.0,
-            "eval_tokens": result["tokens"],
+@dataclass(frozen=True)
+class Measurement:
+    """What a study measures on the unquantized model and on each quantized copy besides the held-out loss:
+    `measure(model)` gives a result, `columns(result, base)` the row's columns from it and the unquantized
+    model's result (e.g. task accuracy and its change after quantization)."""
+
+    measure: Callable
+    columns: Callable
+
+
+LOSS_ONLY = Measurement(measure=lambda model: None, columns=lambda result, base: {})
+
+
+def _unquantized_loss(result: dict, paired: bool) -> dict:
+    """The unquantized model's loss columns: δ = 0 by definition, or (`paired`) computed like every quantized
+    row's, the model paired with itself (NaN where the loss or its standard error is)."""
+    loss = paired_loss(result, result)
+    return loss if paired else {**loss, "delta": 0.0, "delta_se": 0.0}
+
+
+def score_quantizations(
+    model,
+    base_row: dict,
+    quantizations,
+    held_out: dict,
+    *,
+    eval_tokens: int,
+    batch_size: int,
+    calibration=None,
+    gptq_damp: float = DEFAULT_DAMP,
+    measurement: Measurement = LOSS_ONLY,
+    pair_unquantized: bool = False,
+) -> pd.DataFrame:
+    """The PTQ loop: rows for `model` (loaded on its device) unquantized on every split of `held_out`, then for a
+    fresh copy of it after each quantization on that quantization's splits. A row holds `base_row`, the method,
+    spec, bits and split, the loss columns (`paired_loss`, δ against the unquantized model on the same windows)
+    and `measurement`'s columns. `calibration`: windows on the model's device, for the methods that read them."""
+    seq_len = model.config.max_position_embeddings
+
+    def losses(candidate, splits) -> dict:
+        return {
+            split: evaluate_loss(
+                candidate, held_out[split], seq_len=seq_len, batch_size=batch_size, max_tokens=eval_tokens
+            )
+            for split in splits
         }
+
+    baseline = losses(model, held_out)
+    base_result = measurement.measure(model)
+    unquantized = {**base_row, "method": "none", "spec": "none", "bits": 16}
+    extra = measurement.columns(base_result, base_result)
+    rows = [
+        {**unquantized, "split": split, **_unquantized_loss(result, pair_unquantized), **extra}
         for split, result in baseline.items()
     ]
+    for quantization in quantizations:
+        quantized = copy.deepcopy(model)
+        started = time.perf_counter()
+        quantize_model(quantized, quantization.method, quantization.spec, calib_tokens=calibration, gptq_damp=gptq_damp)
+        # Timings go to the log, not the table: tables must be byte-identical across reruns.
+        logging.getLogger(__name__).info("%s: %.2f s", quantization.label, time.perf_counter() - started)
+        scored = losses(quantized, quantization.splits)
+        extra = measurement.columns(measurement.measure(quantized), base_result)
+        del quantized
+        row = {
+            **base_row,
+            "method": quantization.method,
+            "spec": quantization.spec,
+            "bits": spec_bits(quantization.spec),
+        }
+        rows += [
+            {**row, "split": split, **paired_loss(result, baseline[split]), **extra} for split, result in scored.items()
+        ]
+    return pd.DataFrame(rows)
 
 
 def score_checkpoint(
@@ -130,45 +190,28 @@ def score_checkpoint(
     gptq_damp: float = DEFAULT_DAMP,
     device: str = "cpu",
 ) -> pd.DataFrame:
-    """Rows for the unquantized model and every quantization of `checkpoint` on each split in `held_out`."""
+    """Rows for the unquantized model and every quantization of `checkpoint` on each split in `held_out`
+    (`score_quantizations`), with the schedule it trained on; calibration windows drawn from `calibration_tokens`."""
     model, metadata = load_checkpoint(checkpoint)
     model.to(device)
-    seq_len = model.config.max_position_embeddings
     spec = metadata.get("spec", {})
     base_row = {
         **checkpoint_columns(model, metadata),
         "schedule": spec.get("schedule"),
         "cooldown": spec.get("cooldown") is not None,
     }
-
-    def score(candidate, split):
-        return evaluate_loss(candidate, held_out[split], seq_len=seq_len, batch_size=batch_size, max_tokens=eval_tokens)
-
-    baseline = {split: score(model, split) for split in held_out}
-    rows = _unquantized_rows(base_row, baseline)
-    calib = sample_calibration(calibration_tokens, calibration["sequences"], seq_len, calibration["seed"])
-    for quantization in quantizations:
-        quantized = copy.deepcopy(model)
-        started = time.perf_counter()
-        quantize_model(
-            quantized, quantization.method, quantization.spec, calib_tokens=calib.to(device), gptq_damp=gptq_damp
-        )
-        # Timings go to the log, not the table: tables must be byte-identical across reruns.
-        logging.getLogger(__name__).info("%s: %.2f s", quantization.label, time.perf_counter() - started)
-        for split in quantization.splits:
-            quantized_columns = {"method": quantization.method, "spec": quantization.spec}
-            bits = spec_bits(quantization.spec)
-            rows.append(
-                {
-                    **base_row,
-                    **quantized_columns,
-                    "bits": bits,
-                    "split": split,
-                    **paired_loss(score(quantized, split), baseline[split]),
-                }
-            )
-        del quantized
-    return pd.DataFrame(rows)
+    seq_len = model.config.max_position_embeddings
+    windows = sample_calibration(calibration_tokens, calibration["sequences"], seq_len, calibration["seed"])
+    return score_quantizations(
+        model,
+        base_row,
+        quantizations,
+        held_out,
+        eval_tokens=eval_tokens,
+        batch_size=batch_size,
+        calibration=windows.to(device),
+        gptq_damp=gptq_damp,
+    )
 
 
 def score_job(checkpoint, inputs: dict, params: dict, labels: list[dict], device: str) -> dict:

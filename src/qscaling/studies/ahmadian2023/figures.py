@@ -1,5 +1,6 @@
-"""Ahmadian et al. 2023 figures and tables, from the study table (`tables["evals"]`: one row per variant,
-checkpoint and method), the per-block proxies (`tables["proxies"]`) and one block's weights (`tables["values"]`).
+"""Ahmadian et al. 2023's figures and tables (figures/ahmadian2023/…), from the study table (`tables["evals"]`:
+one row per variant, checkpoint and method), the per-block proxies (`tables["proxies"]`) and one block's weights
+(`tables["values"]`).
 
 "% change" is the paper's headline: the mean over tasks of the relative accuracy change after quantization; error
 bars are 95 % intervals of the paired per-item (accuracy) or per-window (loss) differences — evaluation noise only,
@@ -12,6 +13,8 @@ import seaborn as sns
 from matplotlib.ticker import MaxNLocator
 
 from qscaling.figures import add_footer, figure, new_figure
+
+PAPER = "ahmadian2023"
 
 PROXIES = {
     "rmse": "W8A8 RMSE of QKV input",
