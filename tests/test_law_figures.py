@@ -15,13 +15,13 @@ from qscaling.figures import (
     figure_modules,
     resolve_function,
     save_figure,
-    sun2025,
 )
 from qscaling.laws import LAWS, fit
 from qscaling.laws.synthetic import paper_grid, synthetic_table
 from qscaling.studies.kumar2024 import figures as kumar_figures
 from qscaling.studies.ouyang2024 import figures as ouyang_figures
 from qscaling.studies.registry import BUILTIN, load_study, module_of
+from qscaling.studies.sun2025 import law_figures as sun_law_figures
 
 # Every declared figure, as the workflow finds them: this package's modules and each built-in study's.
 STUDY_FIGURES = [module for name in BUILTIN for module in load_study(name, module_of(name, {})).figures]
@@ -60,8 +60,8 @@ def test_a_law_only_figure_reads_this_runs_fit_only_where_the_study_runs():
 
 
 def test_fit_overlay_changes_the_figure(capybara_fit, tmp_path):
-    paper_only = save_figure(sun2025.fig6({}, {}), tmp_path / "paper.png").read_bytes()
-    overlay = save_figure(sun2025.fig6({}, {"capybara": capybara_fit}), tmp_path / "both.png").read_bytes()
+    paper_only = save_figure(sun_law_figures.fig6({}, {}), tmp_path / "paper.png").read_bytes()
+    overlay = save_figure(sun_law_figures.fig6({}, {"capybara": capybara_fit}), tmp_path / "both.png").read_bytes()
     assert paper_only != overlay
     with pytest.raises(ValueError, match="fit for 'sun2025.capybara' passed where a fit of 'kumar2024.neff'"):
         kumar_figures.fig3_left({}, {"neff_joint": capybara_fit})

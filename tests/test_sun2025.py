@@ -8,21 +8,34 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from qscaling.config import ConfigError, corpus_id, resolve_config
+from qscaling.config import resolve_config
 from qscaling.laws import sun2025 as law
-from qscaling.studies import plan_all, try_fit
-from qscaling.studies import sun2025 as study
+from qscaling.laws import try_fit
+from qscaling.plan import Planner
+from qscaling.settings import ConfigError
+from qscaling.studies.ladder import STUDY as LADDER
+from qscaling.studies.registry import study_settings
+from qscaling.studies.sun2025 import STUDY, analysis, grid
+from qscaling.studies.sun2025.settings import Sun2025Settings
+
+
+def settings_of(config):
+    """The sun2025 block of `config`, checked and typed as the pipeline does."""
+    return study_settings(STUDY, config.studies["sun2025"], config.common())
+
+
+SETTINGS = Sun2025Settings.model_construct(bootstrap=20)  # what the analysis reads of the block
 
 
 def test_the_law_runs_quantize_forward_w_backward_w_and_backward_x():
-    assert study.training_precision("e2m1", "channel") == {
+    assert grid.training_precision("e2m1", "channel") == {
         "weights": "fp:e2m1:channel",
         "backward_weight": "fp:e2m1:channel",
         "backward_activation": "fp:e2m1:token",
     }
-    assert study.training_precision("e1m1", 8)["backward_activation"] == "fp:e1m1:b8"
-    assert study.training_precision("e4m3", "tensor", "P1") == {"activations": "fp:e4m3:tensor"}
-    assert study.training_precision("e1m1", 4, "P5") == {
+    assert grid.training_precision("e1m1", 8)["backward_activation"] == "fp:e1m1:b8"
+    assert grid.training_precision("e4m3", "tensor", "P1") == {"activations": "fp:e4m3:tensor"}
+    assert grid.training_precision("e1m1", 4, "P5") == {
         "backward_grad_output": "fp:e1m1:b4",
         "grad_output_gemms": "dw",
     }
@@ -48,18 +61,22 @@ def test_the_law_runs_quantize_forward_w_backward_w_and_backward_x():
 def test_bad_grid_values_name_their_config_key(raw_config, edit, message):
     edit(raw_config["studies"]["sun2025"])
     with pytest.raises(ConfigError, match=rf"config key studies\.sun2025\.{message}"):
-        resolve_config(raw_config)
+        settings_of(resolve_config(raw_config))
 
 
 def test_every_point_has_its_fp32_partner_and_the_recipe_seed_partners_are_the_ladders(default_config):
-    planner, evaluations = plan_all(default_config, corpus_id(default_config))
-    sun = evaluations["sun2025"]
+    common = default_config.common()
+    planner = Planner(common, common.corpus_id)
+    ladder = {
+        e.run for e in LADDER.plan(study_settings(LADDER, default_config.studies["ladder"], common), common, planner)
+    }
+    sun = STUDY.plan(settings_of(default_config), common, planner)
     partners, quantized = {}, set()
     for evaluation in sun:
         spec = planner.runs[evaluation.run].spec
         key = (spec.size, evaluation.tokens, spec.seed)
         for variant in evaluation.label_records():
-            if variant["format"] == study.FULL:
+            if variant["format"] == grid.FULL:
                 assert spec.training_precision is None
                 partners[key] = evaluation.run
             else:
@@ -68,25 +85,24 @@ def test_every_point_has_its_fp32_partner_and_the_recipe_seed_partners_are_the_l
     assert quantized == set(partners)
     # Recipe-seed partners are the ladder's annealed runs, or (N201k at D/N < 5, below the ladder's grid) a
     # cooldown branch of the same shared trunk.
-    ladder = {e.run for e in evaluations["ladder"]}
     ladder_trunks = {planner.trunk_of(run) for run in ladder}
     for (size, _, seed), run in partners.items():
         if seed == 0:
             assert run in ladder or planner.trunk_of(run) in ladder_trunks, size
     labels = [v for e in sun for v in e.label_records()]
-    assert {v["inputs"] for v in labels} == {"", study.LAW_INPUTS, *study.GEMM_INPUTS}
+    assert {v["inputs"] for v in labels} == {"", grid.LAW_INPUTS, *grid.GEMM_INPUTS}
     validation = {planner.runs[e.run].spec.size for e in sun for v in e.label_records() if v["split"] == "validation"}
     assert validation == {"N201k"}
 
 
 def window_rows(run, fmt, losses, *, size="N1", N=1000, D=500, seed=0, block="channel", inputs=None, split="fit"):
-    E, M = (study.FULL_E, study.FULL_M) if fmt == study.FULL else study.exponent_mantissa(fmt)
+    E, M = (grid.FULL_E, grid.FULL_M) if fmt == grid.FULL else grid.exponent_mantissa(fmt)
     return pd.DataFrame(
         {
             "run": run, "size": size, "N": N, "D": D, "milestone": D, "training_precision": fmt, "window": range(len(losses)),
             "loss": losses, "format": fmt, "E": E, "M": M, "block": block,
             "B": np.nan if block == "tensor" else (16.0 if block == "channel" else float(block)),
-            "inputs": ("" if fmt == study.FULL else study.LAW_INPUTS) if inputs is None else inputs,
+            "inputs": ("" if fmt == grid.FULL else grid.LAW_INPUTS) if inputs is None else inputs,
             "split": split, "seed": seed,
         }
     )  # fmt: skip
@@ -95,14 +111,14 @@ def window_rows(run, fmt, losses, *, size="N1", N=1000, D=500, seed=0, block="ch
 def test_delta_is_paired_over_windows_with_the_partner_at_the_same_size_budget_and_seed():
     rows = pd.concat(
         [
-            window_rows("full", study.FULL, [3.0, 3.2, 3.4]),
+            window_rows("full", grid.FULL, [3.0, 3.2, 3.4]),
             window_rows("q", "e1m1", [3.1, 3.25, 3.5]),
             window_rows("q8", "e1m1", [3.05, 3.2, 3.45], block="8"),
-            window_rows("full1", study.FULL, [3.1, 3.3, 3.5], seed=1),
+            window_rows("full1", grid.FULL, [3.1, 3.3, 3.5], seed=1),
             window_rows("q1", "e1m1", [3.2, 3.4, 3.6], seed=1),
         ]
     )
-    table = study.build_table(rows, {})
+    table = analysis.build_table(rows, SETTINGS)
     point = table[(table["run"] == "q")].iloc[0]
     assert point["delta"] == pytest.approx(np.mean([0.1, 0.05, 0.1]))
     assert point["delta_se"] == pytest.approx(np.std([0.1, 0.05, 0.1], ddof=1) / np.sqrt(3))
@@ -110,7 +126,7 @@ def test_delta_is_paired_over_windows_with_the_partner_at_the_same_size_budget_a
     assert table.loc[table["run"] == "q1", "delta"].iloc[0] == pytest.approx(0.1)
     assert np.isnan(table.loc[table["run"] == "full", "delta"].iloc[0])
     with pytest.raises(ValueError, match="quantized points without a full-precision partner"):
-        study.build_table(window_rows("q", "e1m1", [3.0, 3.1], D=999), {})
+        analysis.build_table(window_rows("q", "e1m1", [3.0, 3.1], D=999), SETTINGS)
 
 
 TRUE = {"n": 6.0, "alpha": 0.3, "d": 40.0, "beta": 0.25, "epsilon": 1.5, "gamma": 2.0, "delta": 2.5, "nu": 1.5}
@@ -127,43 +143,40 @@ def synthetic_table(noise=1e-4, seed=0, seed_spread=1e-4, params=TRUE):
 
     def add(size, D, fmt, block, run_seed=0, inputs=None, extra=0.0):
         N = SIZES[size]
-        E, M = (study.FULL_E, study.FULL_M) if fmt == study.FULL else study.exponent_mantissa(fmt)
+        E, M = (grid.FULL_E, grid.FULL_M) if fmt == grid.FULL else grid.exponent_mantissa(fmt)
         B = {"channel": 16.0, "tensor": 2.0**9}.get(block, float(block) if block.isdigit() else 16.0)
         x = {"N": N, "D": D, "E": E, "M": M, "B": B}
         loss = float(law.capybara_loss(params, x)) * (1 + noise * rng.standard_normal()) + extra
         rows.append(
             {"run": f"{size}-{D}-{fmt}-{block}-{run_seed}-{inputs}", "size": size, "N": N, "D": D, "budget": D,
              "seed": run_seed, "format": fmt, "E": E, "M": M, "block": block, "B": np.nan if block == "tensor" else B,
-             "inputs": ("" if fmt == study.FULL else study.LAW_INPUTS) if inputs is None else inputs, "split": "fit",
+             "inputs": ("" if fmt == grid.FULL else grid.LAW_INPUTS) if inputs is None else inputs, "split": "fit",
              "loss": loss, "loss_se": 1e-3, "diverged": False, "diverged_reason": "", "bits": E + M + 1}
         )  # fmt: skip
 
     for size, D in itertools.product(SIZES, BUDGETS):
-        add(size, D, study.FULL, "channel")
+        add(size, D, grid.FULL, "channel")
         for fmt in FORMATS:
             add(size, D, fmt, "channel")
         for block in ("2", "4", "8", "tensor"):
             add(size, D, "e1m1", block)
     for run_seed in (1, 2):
-        add("N1", 500_000, study.FULL, "channel", run_seed)
+        add("N1", 500_000, grid.FULL, "channel", run_seed)
         add("N1", 500_000, "e1m1", "channel", run_seed, extra=seed_spread * rng.standard_normal())
-    for index, target in enumerate(study.GEMM_INPUTS):
+    for index, target in enumerate(grid.GEMM_INPUTS):
         add("N1", 500_000, "e1m1", "channel", inputs=target, extra=-1e-2 * (index % 3 + 1) if target != "P2" else 0)
     table = pd.DataFrame(rows)
-    full = table[table["format"] == study.FULL].set_index(["size", "D", "seed"])["loss"]
+    full = table[table["format"] == grid.FULL].set_index(["size", "D", "seed"])["loss"]
     table["base_loss"] = [full[key] for key in zip(table["size"], table["D"], table["seed"])]
-    table["delta"] = np.where(table["format"] == study.FULL, np.nan, table["loss"] - table["base_loss"])
+    table["delta"] = np.where(table["format"] == grid.FULL, np.nan, table["loss"] - table["base_loss"])
     table["delta_se"] = 1e-4
     return table
-
-
-SETTINGS = {"bootstrap": 20, "training": {"seed": 0}}
 
 
 @pytest.fixture(scope="module")
 def synthetic_fits():
     table = synthetic_table()
-    return table, study.fit_laws(table, SETTINGS)
+    return table, analysis.fit_laws(table, SETTINGS)
 
 
 def test_the_capybara_law_and_its_sub_laws_are_recovered_from_synthetic_losses(synthetic_fits):
@@ -179,13 +192,13 @@ def test_the_capybara_law_and_its_sub_laws_are_recovered_from_synthetic_losses(s
     assert fits["block"].params["gamma_B"] == pytest.approx(gamma_b, rel=0.08)
     # Kumar et al.'s form reads bits alone and so fits these losses worse than the law that made them.
     assert fits["kumar_form"].rmse > 5 * capybara.rmse
-    assert set(fits) == set(study.fit_names(SETTINGS))
+    assert set(fits) == set(analysis.fit_names(SETTINGS))
 
 
 def test_the_effective_tensor_block_inverts_the_block_law(synthetic_fits):
     table, fits = synthetic_fits
     block = fits["block"]
-    tensor = study.effective_tensor_block(table, block.params)
+    tensor = analysis.effective_tensor_block(table, block.params)
     assert len(tensor) == len(SIZES) * len(BUDGETS)
     assert tensor["log2_B_effective"].to_numpy() == pytest.approx(9.0, rel=0.05)
     assert (tensor["channel_B"] == 16.0).all()
@@ -193,7 +206,7 @@ def test_the_effective_tensor_block_inverts_the_block_law(synthetic_fits):
 
 def test_block_slopes_measure_the_loss_per_doubling_of_b(synthetic_fits):
     table, _ = synthetic_fits
-    slopes = study.block_slopes(table)
+    slopes = analysis.block_slopes(table)
     assert len(slopes) == len(SIZES) * len(BUDGETS) and (slopes["points"] == 4).all()
     x = {"N": slopes["N"].to_numpy(float), "D": slopes["D"].to_numpy(float)}
     expected = law.precision_weight(TRUE, x) / (TRUE["gamma"] * 1.5 ** TRUE["delta"] * 1.5 ** TRUE["nu"])
@@ -201,7 +214,7 @@ def test_block_slopes_measure_the_loss_per_doubling_of_b(synthetic_fits):
 
 
 def _claims(table, fits):
-    return {row["claim"]: row for row in study.claims({"table": table}, fits, SETTINGS)}
+    return {row["claim"]: row for row in STUDY.claims({"table": table}, fits, SETTINGS)}
 
 
 def test_claims_on_a_law_that_holds(synthetic_fits):
@@ -230,7 +243,7 @@ def test_claims_on_a_law_that_holds(synthetic_fits):
 def test_effects_inside_the_seed_noise_are_inconclusive(synthetic_fits):
     table, fits = synthetic_fits
     noisy = synthetic_table(seed_spread=5.0)
-    assert study.seed_sigma(noisy) > 1.0
+    assert analysis.seed_sigma(noisy) > 1.0
     claims = _claims(noisy, fits)
     for text in (
         "Exponent bits matter slightly more than mantissa bits (δ > ν)",
@@ -244,7 +257,7 @@ def test_effects_inside_the_seed_noise_are_inconclusive(synthetic_fits):
 def test_an_exponent_on_its_bound_leaves_the_layout_claims_inconclusive(synthetic_fits):
     table, _ = synthetic_fits
     flat = synthetic_table(params={**TRUE, "nu": 0.0})
-    fits = {"capybara": try_fit("sun2025.capybara", study.law_rows(flat), bootstrap=5, run_col="run")}
+    fits = {"capybara": try_fit("sun2025.capybara", analysis.law_rows(flat), bootstrap=5, run_col="run")}
     assert fits["capybara"].at_bound("nu")
     claims = _claims(flat, fits)
     for bits in (4, 8):

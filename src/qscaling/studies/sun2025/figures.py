@@ -1,12 +1,10 @@
-"""Sun et al. 2025 figures. Law-only ones draw Table 2's constants and, given `fits["capybara"]`, this run's fit.
-Study figures read the sun2025 table (`tables["evals"]`: one row per checkpoint and variant), its per-(N, D)
-block-size slopes (`tables["block_slopes"]`) and every fit."""
+"""Sun et al. 2025's figures from this run (figures/sun2025/…): they read the sun2025 table (`tables["evals"]`: one
+row per checkpoint and variant), its per-(N, D) block-size slopes (`tables["block_slopes"]`) and every fit."""
 
 import math
 
 import numpy as np
 import pandas as pd
-import seaborn as sns
 from matplotlib.ticker import MaxNLocator
 
 from qscaling.figures import (
@@ -18,148 +16,26 @@ from qscaling.figures import (
     no_points,
     series_palette,
 )
-from qscaling.laws import LAWS, compare_sources
+from qscaling.laws import LAWS
 from qscaling.laws import sun2025 as law
-from qscaling.studies import sun2025 as study
+from qscaling.studies.sun2025.analysis import (
+    block_rows,
+    effective_tensor_block,
+    gemm_rows,
+    kumar_form_inputs,
+    law_rows,
+    quantized_rows,
+    seed_sigma,
+)
+from qscaling.studies.sun2025.grid import CHANNEL, FULL, GEMM_INPUTS, LAW_INPUTS, TENSOR, VALIDATION
 
-_STYLE = {"paper": "-", "this run": "--"}
-
-
-def _sources(fits):
-    fit = fits.get("capybara")
-    note = "Constants: Sun et al. 2025, Table 2" + ("; dashed: this run's fit" if fit else "")
-    return compare_sources(LAWS["sun2025.capybara"], fit), note
-
-
-@figure(fits="sun2025/capybara", law_only=True)
-def fig5(tables, fits, max_bits=16):
-    """Optimal exponent/mantissa layout: (E+0.5)^δ (M+0.5)^ν against M for fp1…fp16, optimum marked."""
-    sources, note = _sources(fits)
-    fig, axes = new_figure(width=6.0, height=4.0)
-    ax = axes[0][0]
-    colors = iter(series_palette("viridis", max_bits))
-    for bits in range(1, max_bits + 1):
-        color = next(colors)
-        mantissa = np.arange(bits)
-        for label, params in sources:
-            factor = law.format_factor(params, bits - 1 - mantissa, mantissa)
-            ax.plot(mantissa, factor, _STYLE[label], color=color, lw=1, label=f"fp{bits}" if label == "paper" else None)
-            E, M = law.optimal_layout(params, bits)
-            ax.plot(M, law.format_factor(params, E, M), "o" if label == "paper" else "x", color=color, ms=4)
-    ax.set(
-        yscale="log",
-        xlabel="mantissa bits M (E = P − 1 − M)",
-        ylabel="(E+0.5)^δ (M+0.5)^ν",
-        title="Optimal FP layout per total bits (markers: best E/M split)",
-    )
-    ax.legend(ncol=4, fontsize=6)
-    add_footer(fig, note)
-    return fig
-
-
-@figure(fits="sun2025/capybara", law_only=True)
-def fig6(tables, fits, N=1e9, block_size=128, formats=((3, 4), (3, 5), (3, 6))):
-    """Predicted loss against training tokens for fixed N; each format's minimum sits at its D_crit. With this
-    run's fit, a second panel at this run's largest fitted size, for its own lowest-precision formats."""
-    fit = fits.get("capybara")
-    fig, axes = new_figure(2 if fit else 1, 1, width=5.0, height=3.6)
-    paper = dict(LAWS["sun2025.capybara"].default_paper_params())
-    ax = axes[0][0]
-    tokens = np.logspace(10, 16, 300)
-    for color, (E, M) in zip(sns.color_palette(), formats):
-        x = {"N": np.full_like(tokens, N), "D": tokens, "E": E, "M": M, "B": block_size}
-        ax.plot(tokens, law.capybara_loss(paper, x), color=color, label=f"E{E}M{M}")
-        ax.axvline(law.critical_data_size(paper, N, E, M, block_size), color=color, ls=":", lw=0.8)
-    ax.set(xscale="log", xlabel="training tokens D", ylabel="predicted loss",
-           title=f"Paper's law, N = {compact_number(N)}, B = {block_size}")  # fmt: skip
-    ax.legend()
-    note = "Solid: Sun et al. 2025, Table 2; dotted: each format's D_crit"
-    if fit is not None:
-        note += "; right: this run's fit (dashed) where its grid trained (grey), the paper's D_crit at the same N and B in black"
-        _critical_data_at_our_scale(axes[0][1], fit, paper)
-    add_footer(fig, note)
-    return fig
-
-
-def _critical_data_at_our_scale(ax, fit, paper):
-    inputs = pd.DataFrame(fit.points["inputs"])
-    largest = inputs[inputs["N"] == inputs["N"].max()]
-    quantized = largest[largest["M"] < study.FULL_M]
-    formats = sorted({(int(e), int(m)) for e, m in zip(quantized["E"], quantized["M"])}, key=sum)[:3]
-    N, B = float(largest["N"].iloc[0]), float(largest["B"].iloc[0])
-    crit = {fmt: float(law.critical_data_size(fit.params, N, *fmt, B)) for fmt in formats}
-    low, high = float(inputs["D"].min()) / 10, max(float(inputs["D"].max()) * 10, *[3 * c for c in crit.values()])
-    tokens = np.geomspace(low, min(high, 1e4 * float(inputs["D"].max())), 300)
-    for color, fmt in zip(sns.color_palette(), formats):
-        x = {"N": np.full_like(tokens, N), "D": tokens, "E": fmt[0], "M": fmt[1], "B": B}
-        ax.plot(tokens, law.capybara_loss(fit.params, x), "--", color=color, label="E{}M{}".format(*fmt))
-        ax.axvline(crit[fmt], color=color, ls=":", lw=0.8)
-        ax.axvline(law.critical_data_size(paper, N, *fmt, B), color="k", ls=":", lw=0.8)
-    ax.axvspan(inputs["D"].min(), inputs["D"].max(), color="0.9", zorder=0, label="this run's D")
-    ax.set(xscale="log", xlabel="training tokens D", ylabel="predicted loss",
-           title=f"This run's fit, N = {compact_number(N)}, B = {B:g}")  # fmt: skip
-    ax.legend(fontsize=7)
-
-
-@figure(fits="sun2025/capybara", law_only=True)
-def fig7(tables, fits, block_size=128, sizes=(1e9, 7e10)):
-    """Cost-optimal precision against compute: N, D, P chosen jointly (solid) and for fixed N (thin)."""
-    sources, note = _sources(fits)
-    fig, axes = new_figure(width=5.0, height=3.6)
-    ax = axes[0][0]
-    compute = np.logspace(19, 33, 29)
-    for label, params in sources:
-        joint = [law.optimal_precision_joint(params, c, block_size)[0] for c in compute]
-        ax.plot(compute, joint, _STYLE[label], color="k", label="joint N, D, P" if label == "paper" else None)
-        for color, N in zip(sns.color_palette(), sizes):
-            fixed = law.optimal_precision_fixed_size(params, compute, N, block_size)
-            ax.plot(
-                compute,
-                fixed,
-                _STYLE[label],
-                color=color,
-                lw=0.8,
-                label=f"fixed N = {compact_number(N)}" if label == "paper" else None,
-            )
-    ax.axhspan(4, 8, color="0.9", zorder=0, label="4–8 bits")
-    ax.set(
-        xscale="log",
-        ylim=(1, 16),
-        xlabel="compute C = (6/16)·P·N·D",
-        ylabel="optimal precision P (bits)",
-        title=f"Optimal FP precision vs compute (B = {block_size})",
-    )
-    ax.legend(fontsize=7)
-    add_footer(fig, note)
-    return fig
-
-
-@figure(fits="sun2025/capybara", law_only=True)
-def fig14(tables, fits, block_size=128):
-    """Cost-optimal precision against training tokens at fixed D: P^(δ+ν) ∝ D^β, independent of compute."""
-    sources, note = _sources(fits)
-    fig, axes = new_figure(width=5.0, height=3.6)
-    ax = axes[0][0]
-    tokens = np.logspace(9, 15, 100)
-    for label, params in sources:
-        ax.plot(tokens, law.optimal_precision_fixed_data(params, tokens, block_size), _STYLE[label], label=label)
-    ax.set(
-        xscale="log",
-        xlabel="training tokens D",
-        ylabel="optimal precision P (bits)",
-        title=f"Optimal FP precision vs data (B = {block_size})",
-    )
-    ax.legend()
-    add_footer(fig, note)
-    return fig
-
-
+PAPER = "sun2025"
 STUDY_TABLES = {"evals": "sun2025"}
 NOISE_NOTE = "error bars: ± 2 s.e. over held-out windows (separately trained runs differ by σ_seed more: see claims)"
 
 
 def _law_rows(tables):
-    return study.law_rows(tables["evals"])
+    return law_rows(tables["evals"])
 
 
 def _fit_text(fit, name) -> str:
@@ -179,7 +55,7 @@ def _diagonal(ax, values):
 
 
 def _fit_inputs(rows, name):
-    return study.kumar_form_inputs(rows) if name == "kumar_form" else rows
+    return kumar_form_inputs(rows) if name == "kumar_form" else rows
 
 
 @figure(tables=STUDY_TABLES, fits="sun2025")
@@ -193,7 +69,7 @@ def fig1(tables, fits):
             no_points(ax, f"no {name} fit")
             continue
         predicted = fit.predict(_fit_inputs(rows, name))
-        quantized = (rows["format"] != study.FULL).to_numpy()
+        quantized = (rows["format"] != FULL).to_numpy()
         ax.scatter(rows["loss"][quantized], predicted[quantized], s=14, color="C0", label="FP-quantized")
         ax.scatter(rows["loss"][~quantized], predicted[~quantized], s=14, color="C1", marker="s",
                                label="fp32 partner")  # fmt: skip
@@ -218,7 +94,7 @@ def fig4(tables, fits):
     if fit is None:
         no_points(ax, "no Capybara fit")
         return fig
-    fitted, held_out = study.law_rows(table), study.law_rows(table, study.VALIDATION)
+    fitted, held_out = law_rows(table), law_rows(table, VALIDATION)
     ax.scatter(fitted["loss"], fit.predict(fitted), s=14, color="C0", label="fitted sizes")
     errors = []
     for size, rows in held_out.groupby("size"):
@@ -237,7 +113,7 @@ def fig4(tables, fits):
 def fig2(tables, fits):
     """δ of quantizing each GEMM input alone (P1…P6) and the scaling-law set P2+P4+P6, in one format, ranked."""
     table = tables["evals"]
-    gemm = study.gemm_rows(table)
+    gemm = gemm_rows(table)
     fig, axes = new_figure(width=5.0, height=3.4)
     ax = axes[0][0]
     if gemm.empty:
@@ -245,10 +121,10 @@ def fig2(tables, fits):
         return fig
     gemm = gemm.sort_values("delta")
     names = {**{key: f"{key}: {field.replace('_', ' ')}" + (f" (d{gemms[1].upper()})" if gemms else "")
-                    for key, (field, gemms) in study.GEMM_INPUTS.items()}, study.LAW_INPUTS: study.LAW_INPUTS}  # fmt: skip
+                    for key, (field, gemms) in GEMM_INPUTS.items()}, LAW_INPUTS: LAW_INPUTS}  # fmt: skip
     ax.barh([names[key] for key in gemm.index], gemm["delta"], xerr=2 * gemm["delta_se"],
-            color=["C3" if key == study.LAW_INPUTS else "C0" for key in gemm.index])  # fmt: skip
-    sigma = study.seed_sigma(table)
+            color=["C3" if key == LAW_INPUTS else "C0" for key in gemm.index])  # fmt: skip
+    sigma = seed_sigma(table)
     if math.isfinite(sigma):
         ax.axvspan(-2 * sigma, 2 * sigma, color="0.88", zorder=0, label="± 2 σ_seed")
         ax.legend(fontsize=6)
@@ -281,8 +157,8 @@ def _palette(rows, by=("N", "D")):
 @figure(tables=STUDY_TABLES, fits="sun2025")
 def fig9(tables, fits):
     """Loss against exponent bits (M = 1) and mantissa bits (E = 1), channel-wise, with the two sub-laws."""
-    rows = study.quantized_rows(_law_rows(tables))
-    rows = rows[rows["block"] == study.CHANNEL]
+    rows = quantized_rows(_law_rows(tables))
+    rows = rows[rows["block"] == CHANNEL]
     fig, axes = new_figure(2, 1, width=3.8, height=3.3)
     for ax, (name, varied, held) in zip(axes[0], (("exponent", "E", "M"), ("mantissa", "M", "E"))):
         sweep = rows[rows[held] == 1]
@@ -312,8 +188,8 @@ def implied_gamma(rows, fit, varied):
 @figure(tables=STUDY_TABLES, fits="sun2025")
 def fig10(tables, fits):
     """The exponent and mantissa sub-laws' γ implied by each point against log(N/D), beside the fitted constant."""
-    rows = study.quantized_rows(_law_rows(tables))
-    rows = rows[rows["block"] == study.CHANNEL]
+    rows = quantized_rows(_law_rows(tables))
+    rows = rows[rows["block"] == CHANNEL]
     fig, axes = new_figure(2, 1, width=3.6, height=3.2)
     for ax, (name, varied, held, symbol) in zip(
         axes[0], (("exponent", "E", "M", "γ_E"), ("mantissa", "M", "E", "γ_M"))
@@ -343,7 +219,7 @@ def fig10(tables, fits):
 def fig3(tables, fits):
     """Loss against log2 B (E1M1: blocks, channel-wise at B = d_model) per (N, D), with the block-size law."""
     table = tables["evals"]
-    rows = study.block_rows(table)
+    rows = block_rows(table)
     blocks = rows[rows["B"].notna()]
     fig, axes = new_figure(width=4.6, height=3.6)
     ax = axes[0][0]
@@ -404,7 +280,7 @@ def fig12(tables, fits):
     fit = fits.get("block")
     fig, axes = new_figure(width=4.4, height=3.4)
     ax = axes[0][0]
-    tensor = study.effective_tensor_block(table, fit.params) if fit is not None else pd.DataFrame()
+    tensor = effective_tensor_block(table, fit.params) if fit is not None else pd.DataFrame()
     if tensor.empty:
         no_points(ax, "no tensor-wise runs or no block-size fit")
         return fig
@@ -427,12 +303,12 @@ def fig13(tables, fits):
     """E1M1 loss against D per size, channel-wise and tensor-wise, with the block law (tensor at its median
     effective block)."""
     table = tables["evals"]
-    rows = study.block_rows(table)
+    rows = block_rows(table)
     fit = fits.get("block")
     fig, axes = new_figure(2, 1, width=3.6, height=3.2)
-    tensor = study.effective_tensor_block(table, fit.params) if fit is not None else pd.DataFrame()
+    tensor = effective_tensor_block(table, fit.params) if fit is not None else pd.DataFrame()
     median = float(np.nanmedian(tensor["log2_B_effective"])) if len(tensor) else math.nan
-    for ax, (granularity, title) in zip(axes[0], ((study.CHANNEL, "channel-wise"), (study.TENSOR, "tensor-wise"))):
+    for ax, (granularity, title) in zip(axes[0], ((CHANNEL, "channel-wise"), (TENSOR, "tensor-wise"))):
         panel = rows[rows["block"] == granularity]
         if panel.empty:
             no_points(ax, f"no {title} runs")
@@ -442,7 +318,7 @@ def fig13(tables, fits):
             group = group.sort_values("D")
             ax.errorbar(group["D"], group["loss"], yerr=2 * group["loss_se"], fmt="o", ms=4, color=colours[N],
                         label=f"N {compact_number(N)}")  # fmt: skip
-            log2_B = np.log2(group["B"].iloc[0]) if granularity == study.CHANNEL else median
+            log2_B = np.log2(group["B"].iloc[0]) if granularity == CHANNEL else median
             if fit is not None and np.isfinite(log2_B):
                 grid = np.geomspace(group["D"].min(), group["D"].max(), 30)
                 at = {"N": np.full_like(grid, N), "D": grid, "B": np.full_like(grid, 2.0**log2_B)}
@@ -457,7 +333,7 @@ def fig13(tables, fits):
 def fig8(tables, fits):
     """The full-precision partners' loss against D per size, with the Chinchilla and OpenAI (Kaplan) forms."""
     rows = _law_rows(tables)
-    rows = rows[rows["format"] == study.FULL]
+    rows = rows[rows["format"] == FULL]
     fig, axes = new_figure(width=4.6, height=3.6)
     ax = axes[0][0]
     if rows.empty:

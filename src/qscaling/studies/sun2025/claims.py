@@ -1,0 +1,214 @@
+"""Sun et al. 2025's claims, each held to the seed-noise floor σ_seed where it compares separately trained runs:
+exponent over mantissa bits (δ > ν), the block-size penalty, the optimal FP4 and FP8 layouts, backward against
+forward GEMM inputs, the critical data size, and the Capybara law against Kumar et al.'s form."""
+
+import itertools
+import math
+
+import numpy as np
+import pandas as pd
+
+from qscaling.laws import sun2025 as law
+from qscaling.studies.claims import (
+    COVERS_PAPER,
+    EXCLUDES_PAPER,
+    INCONCLUSIVE,
+    NOISE_SIGMAS,
+    claim,
+    floored_by_seed_noise,
+    magnitude_from_interval,
+    pooled_slope,
+)
+from qscaling.studies.sun2025.analysis import (
+    block_rows,
+    gemm_rows,
+    law_rows,
+    quantized_rows,
+    seed_points,
+    seed_sigma,
+)
+from qscaling.studies.sun2025.grid import CHANNEL, STUDY
+from qscaling.studies.sun2025.settings import Sun2025Settings
+
+
+def claims(tables: dict, fits: dict, settings: Sun2025Settings) -> list[dict]:
+    table = tables["table"]
+    sigma = seed_sigma(table)
+    noise = f"σ_seed = {sigma:.2g} over {len(seed_points(table))} seeds"
+    capybara = fits.get("capybara")
+    rows = law_rows(table)
+    return [
+        _exponent_over_mantissa_claim(capybara, rows, sigma, noise),
+        _block_size_claim(table, settings, sigma, noise),
+        *(_layout_claim(capybara, bits, paper) for bits, paper in ((4, (2, 1)), (8, (4, 3)))),
+        _backward_inputs_claim(table, sigma, noise),
+        _critical_data_claim(capybara, rows, sigma, noise),
+        _form_claim(capybara, fits.get("kumar_form"), rows, sigma, noise),
+    ]
+
+
+def _pinned(fit, *names) -> list[str]:
+    return [
+        f"{name} {'held at the paper value' if fit.held_fixed(name) else 'at its bound'}"
+        for name in names
+        if fit.held_fixed(name) or fit.at_bound(name)
+    ]
+
+
+def precision_effect(fit, rows: pd.DataFrame) -> float:
+    """How far the fitted precision term moves over the quantized points of the grid (max − min, nats)."""
+    points = quantized_rows(rows)
+    if points.empty:
+        return math.nan
+    x = {name: points[name].to_numpy(float) for name in ("N", "D", "E", "M", "B")}
+    term = law.capybara_loss(fit.params, x) - law.data_size_terms(fit.params, x)
+    return float(np.ptp(term))
+
+
+def _exponent_over_mantissa_claim(fit, rows: pd.DataFrame, sigma: float, noise: str) -> dict:
+    """δ − ν from the Capybara fit, its CI the difference of the two CIs' far ends."""
+    text = "Exponent bits matter slightly more than mantissa bits (δ > ν)"
+    paper = round(law.TABLE2["delta"] - law.TABLE2["nu"], 4)
+    if fit is None:
+        return claim(STUDY, text, statistic="no Capybara fit", ci="", verdict=INCONCLUSIVE, paper=paper,
+                     magnitude=INCONCLUSIVE)  # fmt: skip
+    pinned = _pinned(fit, "delta", "nu")
+    values = f"δ {fit.params['delta']:.3f}, ν {fit.params['nu']:.3f}"
+    if pinned:
+        return claim(STUDY, text, statistic=f"{values}: {'; '.join(pinned)}", ci="", verdict=INCONCLUSIVE,
+                     paper=paper, magnitude=INCONCLUSIVE)  # fmt: skip
+    low = fit.ci["delta"][0] - fit.ci["nu"][1]
+    high = fit.ci["delta"][1] - fit.ci["nu"][0]
+    row = claim(
+        STUDY,
+        text,
+        statistic=f"δ − ν = {fit.params['delta'] - fit.params['nu']:.3f} ({values})",
+        ci=f"[{low:.3f}, {high:.3f}] (difference of the two bootstrap CIs' ends)",
+        verdict="reproduced" if low > 0 else ("not reproduced" if high < 0 else INCONCLUSIVE),
+        paper=paper,
+        magnitude=magnitude_from_interval(low, high, paper),
+    )
+    return floored_by_seed_noise(row, precision_effect(fit, rows), sigma, noise, "precision term's range over the grid")
+
+
+def _block_size_claim(table: pd.DataFrame, settings: Sun2025Settings, sigma: float, noise: str) -> dict:
+    """The pooled slope of loss on log2 B within each (N, D) of the block sweep (tensor-wise left out), with a
+    percentile CI over resampled points; its effect is the slope times the widest span of log2 B."""
+    text = "Loss grows with the block size (∝ log2 B, Fig. 3)"
+    rows = block_rows(table)
+    rows = rows[rows["B"].notna()].assign(log2_B=lambda frame: np.log2(frame["B"]))
+    blocks_per_point = rows.groupby(["N", "D"])["log2_B"].nunique()
+    if blocks_per_point.empty or blocks_per_point.max() < 2:
+        return claim(STUDY, text, statistic="no (N, D) with two block sizes", ci="", verdict=INCONCLUSIVE)
+
+    def slope(frame):
+        return pooled_slope(frame, "log2_B", "loss", ["N", "D"], log_x=False, log_y=False)
+
+    rng = np.random.default_rng(0)
+    draws = [slope(rows.iloc[rng.integers(0, len(rows), len(rows))]) for _ in range(settings.bootstrap)]
+    low, high = np.nanpercentile(draws, [2.5, 97.5]) if draws else (math.nan, math.nan)
+    estimate = slope(rows)
+    span = float(rows.groupby(["N", "D"])["log2_B"].agg(np.ptp).max())
+    row = claim(
+        STUDY,
+        text,
+        statistic=f"slope of loss on log2 B = {estimate:.3g} nats per doubling ({len(rows)} points, "
+        f"{rows.groupby(['N', 'D']).ngroups} (N, D))",
+        ci=f"[{low:.3g}, {high:.3g}]",
+        verdict="reproduced" if low > 0 else ("not reproduced" if high < 0 else INCONCLUSIVE),
+    )
+    return floored_by_seed_noise(row, abs(estimate) * span, sigma, noise, "loss change over the blocks")
+
+
+def layouts_within(fit, bits: int) -> set[tuple[int, int]]:
+    """The optimal (E, M) at `bits` total bits for δ and ν at every corner of their CIs and at the estimate."""
+    corners = itertools.product([*fit.ci["delta"], fit.params["delta"]], [*fit.ci["nu"], fit.params["nu"]])
+    return {law.optimal_layout({"delta": d, "nu": n}, bits) for d, n in corners}
+
+
+def _layout_claim(fit, bits: int, paper: tuple[int, int]) -> dict:
+    paper_name = "E{}M{}".format(*paper)
+    text = f"The optimal FP{bits} layout is {paper_name} (Sec. 4.1)"
+    if fit is None:
+        return claim(STUDY, text, statistic="no Capybara fit", ci="", verdict=INCONCLUSIVE, paper=paper_name,
+                     magnitude=INCONCLUSIVE)  # fmt: skip
+    best = law.optimal_layout(fit.params, bits)
+    pinned = _pinned(fit, "delta", "nu")
+    statistic = f"E{best[0]}M{best[1]} at δ {fit.params['delta']:.2f}, ν {fit.params['nu']:.2f}"
+    if pinned:
+        return claim(STUDY, text, statistic=f"{statistic}: {'; '.join(pinned)}", ci="", verdict=INCONCLUSIVE,
+                     paper=paper_name, magnitude=INCONCLUSIVE)  # fmt: skip
+    within = sorted(layouts_within(fit, bits))
+    ci = "layouts over the CIs of δ and ν: " + ", ".join("E{}M{}".format(*layout) for layout in within)
+    verdict = INCONCLUSIVE if len(within) > 1 else ("reproduced" if within == [paper] else "not reproduced")
+    magnitude = COVERS_PAPER if paper in within else EXCLUDES_PAPER
+    return claim(STUDY, text, statistic=statistic, ci=ci, verdict=verdict, paper=paper_name, magnitude=magnitude)
+
+
+def _backward_inputs_claim(table: pd.DataFrame, sigma: float, noise: str) -> dict:
+    """δ of backward W (P4) and backward X (P6) against forward W (P2), each quantized alone in one format: the
+    three share a partner, so each difference is a difference of two separately trained runs' losses."""
+    text = "Quantizing a backward GEMM input (P4, P6) costs less than the forward weight (P2) at equal bits (Fig. 2)"
+    rows = gemm_rows(table)
+    if not {"P2", "P4", "P6"} <= set(rows.index) or not math.isfinite(sigma):
+        return claim(STUDY, text, statistic="no P2, P4 and P6 runs, or no σ_seed", ci="", verdict=INCONCLUSIVE)
+    gaps = {target: float(rows.loc["P2", "loss"] - rows.loc[target, "loss"]) for target in ("P4", "P6")}
+    half = 1.96 * sigma * math.sqrt(2)
+    low, high = min(gaps.values()) - half, max(gaps.values()) + half
+    deltas = ", ".join(f"{target} {rows.loc[target, 'delta']:.3g}" for target in ("P2", "P4", "P6"))
+    return claim(
+        STUDY,
+        text,
+        statistic=f"loss of P2 − P4 {gaps['P4']:.3g}, P2 − P6 {gaps['P6']:.3g} nats (δ: {deltas})",
+        ci=f"[{low:.3g}, {high:.3g}] (smaller gap − 1.96·√2 σ_seed, larger + it; {noise})",
+        verdict="reproduced" if low > 0 else ("not reproduced" if high < 0 else INCONCLUSIVE),
+    )
+
+
+def _critical_data_claim(fit, rows: pd.DataFrame, sigma: float, noise: str) -> dict:
+    """The fitted D_crit of the lowest-precision channel-wise format at each fitted size, against the grid's D;
+    where one falls inside the grid, the loss itself must rise past it beyond the seed noise."""
+    text = "Low-precision training has a critical data size beyond which more data raises the loss (Sec. 4.2)"
+    points = quantized_rows(rows)
+    points = points[points["block"] == CHANNEL]
+    if fit is None or points.empty:
+        return claim(STUDY, text, statistic="no Capybara fit or no channel-wise point", ci="", verdict=INCONCLUSIVE)
+    lowest = points.sort_values(["bits", "E"]).iloc[0]
+    fmt = points[points["format"] == lowest["format"]]
+    E, M = int(lowest["E"]), int(lowest["M"])
+    crit = {N: float(law.critical_data_size(fit.params, N, E, M, group["B"].iloc[0])) for N, group in fmt.groupby("N")}
+    statistic = f"fitted D_crit of E{E}M{M} channel-wise: " + ", ".join(
+        f"{value:.3g} at N = {int(N):,}" for N, value in crit.items()
+    )
+    inside = {N: value for N, value in crit.items() if value < fmt.loc[fmt["N"] == N, "D"].max()}
+    if not inside:
+        span = f"{fmt['D'].min():.3g}–{fmt['D'].max():.3g}"
+        return claim(STUDY, text, statistic=f"{statistic}; every one beyond the grid's D ({span})", ci=noise,
+                     verdict=INCONCLUSIVE)  # fmt: skip
+    rises = {}
+    for N in inside:
+        curve = fmt[fmt["N"] == N].sort_values("D")
+        rises[N] = float(curve["loss"].iloc[-1] - curve["loss"].min())
+    clear = math.isfinite(sigma) and max(rises.values()) > NOISE_SIGMAS * sigma
+    statistic += "; loss rise to the last budget: " + ", ".join(f"{v:.3g} at N = {int(N):,}" for N, v in rises.items())
+    return claim(STUDY, text, statistic=statistic, ci=noise, verdict="reproduced" if clear else INCONCLUSIVE)
+
+
+def _form_claim(capybara, kumar, rows: pd.DataFrame, sigma: float, noise: str) -> dict:
+    """Leave-one-size-out relative errors of the two laws on the same points. A gap smaller (in nats, at the
+    points' mean loss) than 2 σ_seed is one that separately trained runs make by themselves."""
+    text = "The Capybara law predicts left-out sizes better than Kumar et al.'s N_eff form (Fig. 1)"
+    errors = [getattr(fit, "heldout_relative_error", None) for fit in (capybara, kumar)]
+    if None in errors:
+        return claim(STUDY, text, statistic="no held-out errors for both laws", ci="", verdict=INCONCLUSIVE)
+    better = errors[0] < errors[1]
+    row = claim(
+        STUDY,
+        text,
+        statistic=f"leave-one-size-out relative error {errors[0]:.2%} (Capybara) vs {errors[1]:.2%} (Kumar form); "
+        f"R² {capybara.r2:.3f} vs {kumar.r2:.3f}",
+        ci="",
+        verdict="reproduced" if better else "not reproduced",
+    )
+    gap = abs(errors[1] - errors[0]) * float(rows["loss"].mean())
+    return floored_by_seed_noise(row, gap, sigma, noise, "error gap at the mean loss (nats)")
