@@ -69,6 +69,8 @@ class ZeroShotTasks(Settings):
 
 
 class Ahmadian2023Settings(StudySettings):
+    """Ahmadian et al. 2023: W8A8 and W4 PTQ cliffs as a training choice (one-factor recipe ablations, outliers)."""
+
     SHARED: ClassVar[tuple[str, ...]] = ("training",)  # the optimizer steps the weight-decay claim checks
 
     source: Literal["train", "hub"] = Field(

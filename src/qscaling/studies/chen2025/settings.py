@@ -53,6 +53,8 @@ class ChenSeedRepeats(Settings):
 
 
 class Chen2025Settings(StudySettings):
+    """Chen et al. 2025: the INT4 QAT error δ(N, D, G), trained from scratch and evaluated as trained."""
+
     SHARED: ClassVar[tuple[str, ...]] = ("training",)  # the recipe's seed: which points are the grid's own
 
     budgets: Budgets = Field(description="token budgets of every cell (a cell's `budgets` narrows them)")

@@ -28,6 +28,8 @@ class ScheduleAblation(Settings):
 
 
 class Kumar2024Settings(StudySettings):
+    """Kumar et al. 2024, post-training quantization: δ_PTQ of annealed checkpoints across sizes, budgets and bits."""
+
     source: Literal["train", "local"] = Field(
         description="train: annealed runs of the ladder; local: your own checkpoints (`local`)"
     )

@@ -19,6 +19,8 @@ class LRSweep(Settings):
 
 
 class LadderSettings(StudySettings):
+    """The model ladder: every size annealed at every budget in range, the Chinchilla fit on them, and the learning-rate sweep."""
+
     SHARED: ClassVar[tuple[str, ...]] = ("training",)  # the recipe the sweep checks
 
     sizes: Sizes = Field(description="the sizes of the grid")

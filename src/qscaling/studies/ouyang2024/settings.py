@@ -39,6 +39,8 @@ class BitNet(Settings):
 
 
 class Ouyang2024Settings(StudySettings):
+    """Ouyang et al. 2024: quantization-induced degradation (QiD) of intermediate checkpoints, and BitNet-style training."""
+
     SHARED: ClassVar[tuple[str, ...]] = ("training",)  # the recipe's seed: which of Fig. 14's runs are the main ones
 
     source: Literal["train", "hub", "local"] = Field(

@@ -56,6 +56,8 @@ class SunSeedRepeats(SunPoint):
 
 
 class Sun2025Settings(StudySettings):
+    """Sun et al. 2025: FP-quantized training of the forward and backward GEMM inputs, across formats and blocks."""
+
     budgets: Budgets = Field(description="token budgets of every cell (a cell's `budgets` narrows them)")
     anneal: Anneal = Field(description="wsd: a cooldown branch per budget from the shared trunk; cosine: a run each")
     cooldown_fraction: Fraction = Field(description="share of a budget its cooldown branch decays over")
