@@ -72,7 +72,7 @@ def restore_quantizer_parameters(model, path) -> None:
     import torch
     from safetensors import safe_open
 
-    from qscaling.quant.learnable import is_quantizer_parameter
+    from qscaling.quant.precision import is_quantizer_parameter
 
     learned = {name: parameter for name, parameter in model.named_parameters() if is_quantizer_parameter(name)}
     if not learned:

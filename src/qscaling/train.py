@@ -140,7 +140,7 @@ def training_step(model, optimizer, scaler, batch: torch.Tensor, spec: RunSpec) 
 
 
 def make_optimizer(model, spec: RunSpec) -> torch.optim.AdamW:
-    from qscaling.quant.learnable import is_quantizer_parameter
+    from qscaling.quant.precision import is_quantizer_parameter
 
     # Weight decay on matrices only (not norm gains), as in nanoGPT and OLMo; nor on learned quantizer steps and
     # clipping logits, which decay would pull towards a zero step / half the absmax range.

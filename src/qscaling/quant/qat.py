@@ -40,8 +40,13 @@ from torch import nn
 from torch.nn import functional as F
 
 from qscaling.quant import choose_qparams, code_range, cpu_kernel, parse_spec, quantize
-from qscaling.quant.learnable import PARAMETER_NAMES, initial_parameter, learned_fake_quantize
-from qscaling.quant.precision import QUANTIZER_ATTRIBUTES, TENSOR_FIELDS, canonical_training_precision
+from qscaling.quant.learnable import initial_parameter, learned_fake_quantize
+from qscaling.quant.precision import (
+    QUANTIZER_ATTRIBUTES,
+    QUANTIZER_PARAMETER_NAMES,
+    TENSOR_FIELDS,
+    canonical_training_precision,
+)
 from qscaling.quant.roles import linear_sites, model_layout
 from qscaling.quant.rounding import round_signed, uniform_like
 from qscaling.quant.w8a8 import fake_quantize_inputs
@@ -234,7 +239,7 @@ class QuantizedLinearFunction(torch.autograd.Function):
 
 class QuantizedTrainingLinear(nn.Linear):
     """An nn.Linear that trains through `QuantizedLinearFunction`: the same parameters and state-dict keys, plus
-    those of its learned quantizers (`learnable.PARAMETER_NAMES`).
+    those of its learned quantizers (`precision.QUANTIZER_PARAMETER_NAMES`).
 
     `kv_channels` lists the output channels fake-quantized at `precision.kv` (None entry: all outputs).
     """
@@ -262,7 +267,7 @@ class QuantizedTrainingLinear(nn.Linear):
         quantizer = self.precision.activation_quantizer
         if quantizer == "absmax":
             return _quantize_or_keep(x, self.precision.activations)
-        parameter = getattr(self, PARAMETER_NAMES[quantizer])
+        parameter = getattr(self, QUANTIZER_PARAMETER_NAMES[quantizer])
         return learned_fake_quantize(x, quantizer, parameter, self.precision.activations, self.precision.clipped_ste)
 
     def quantized_weight(self) -> torch.Tensor:
@@ -270,7 +275,7 @@ class QuantizedTrainingLinear(nn.Linear):
         quantizer = self.precision.weight_quantizer
         if quantizer == "absmax":
             return _quantize_or_keep(self.weight, self.precision.weights)
-        parameter = getattr(self, PARAMETER_NAMES[quantizer])
+        parameter = getattr(self, QUANTIZER_PARAMETER_NAMES[quantizer])
         return learned_fake_quantize(
             self.weight, quantizer, parameter, self.precision.weights, self.precision.clipped_ste
         )
@@ -331,7 +336,7 @@ def apply_training_precision(model: nn.Module, precision: dict | None) -> dict:
             quantizer = getattr(site_precision, attribute)
             if quantizer != "absmax":
                 parameter = initial_parameter(quantizer, site.module.weight, getattr(site_precision, field))
-                site.module.register_parameter(PARAMETER_NAMES[quantizer], parameter)
+                site.module.register_parameter(QUANTIZER_PARAMETER_NAMES[quantizer], parameter)
     return canonical
 
 
@@ -360,7 +365,7 @@ def drop_weight_quantizers(modules) -> None:
         if not isinstance(module, QuantizedTrainingLinear):
             continue
         if module.precision.weight_quantizer != "absmax":
-            delattr(module, PARAMETER_NAMES[module.precision.weight_quantizer])
+            delattr(module, QUANTIZER_PARAMETER_NAMES[module.precision.weight_quantizer])
         module.precision = replace(module.precision, weights=None, backward_weight=None, weight_quantizer="absmax")
         if module.precision.is_full_precision:
             module.__class__ = nn.Linear
