@@ -35,6 +35,7 @@ from qscaling.atomic import atomic_path, write_json
 from qscaling.checkpoint import save_checkpoint
 from qscaling.data import load_tokens
 from qscaling.model import build_model
+from qscaling.quant.precision import is_quantizer_parameter
 from qscaling.quant.qat import apply_training_precision
 from qscaling.runspec import RunSpec
 
@@ -142,8 +143,6 @@ def training_step(model, optimizer, scaler, batch: torch.Tensor, spec: RunSpec) 
 
 
 def make_optimizer(model, spec: RunSpec) -> torch.optim.AdamW:
-    from qscaling.quant.learnable import is_quantizer_parameter
-
     # Weight decay on matrices only (not norm gains), as in nanoGPT and OLMo; nor on learned quantizer steps and
     # clipping logits, which decay would pull towards a zero step / half the absmax range.
     decay, no_decay = [], []
