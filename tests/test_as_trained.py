@@ -12,8 +12,9 @@ from qscaling.data import load_tokens
 from qscaling.evaluate import evaluate_checkpoint, evaluate_loss
 from qscaling.model import ModelShape, build_model
 from qscaling.quant import quantize
+from qscaling.quant.as_trained import load_as_trained, load_quantized_model
 from qscaling.quant.gptq import HessianAccumulator, gptq_quantize_weight
-from qscaling.quant.ptq import load_quantized_model, quantize_model, sample_calibration
+from qscaling.quant.ptq import quantize_model, sample_calibration
 from qscaling.quant.qat import QuantizedTrainingLinear, apply_training_precision
 from qscaling.quant.roles import decoder_blocks, linear_sites
 from qscaling.studies import Quantization
@@ -56,7 +57,7 @@ def w4a4_run(tmp_path_factory, token_files):
 def test_w4a4_checkpoint_scores_bit_identically_in_memory_and_reloaded(w4a4_run, token_files):
     checkpoint, scored = w4a4_run
     val = load_tokens(token_files["val"])
-    model, _ = load_checkpoint(checkpoint)
+    model, _ = load_as_trained(checkpoint)
     assert sum(isinstance(m, QuantizedTrainingLinear) for m in model.modules()) == scored["quantized_linears"] == 14
     # Same latent fp32 weights (safetensors stores them exactly), same modules and quantizers, same CPU kernels:
     # the reloaded model repeats the in-memory one's arithmetic, so the losses agree to the last bit.
@@ -68,7 +69,7 @@ def test_w4a4_checkpoint_scores_bit_identically_in_memory_and_reloaded(w4a4_run,
 
 def test_latent_weight_model_scores_differently(w4a4_run, token_files):
     checkpoint, scored = w4a4_run
-    raw, _ = load_checkpoint(checkpoint, as_trained=False)
+    raw, _ = load_checkpoint(checkpoint)
     assert not any(isinstance(m, QuantizedTrainingLinear) for m in raw.modules())
     # The trained model adapted to its quantizers, so dropping them moves the loss only a little here (~3e-4 nats),
     # yet far beyond fp32 rounding of a mean over 3,840 tokens (~1e-7).
@@ -185,7 +186,7 @@ def test_quantized_checkpoint_of_a_qat_run_reloads_as_post_quantized(tmp_path, t
         _as_trained(W4A4), tmp_path / "source", {"run_id": "tiny", "spec": _spec(training_precision=W4A4).to_dict()}
     )
     assert main(["quantize", str(source), "--method", method, "--spec", spec, "--out", str(tmp_path / "out")]) == 0
-    in_memory, _ = load_checkpoint(source)
+    in_memory, _ = load_as_trained(source)
     quantize_model(in_memory, method, spec)
     reloaded, _ = load_quantized_model(tmp_path / "out")
     val = load_tokens(token_files["val"])
@@ -197,7 +198,7 @@ def test_quantized_checkpoint_of_a_qat_run_reloads_as_post_quantized(tmp_path, t
 def test_autocast_runs_load_unquantized(tmp_path):
     metadata = {"run_id": "tiny", "spec": _spec(autocast="bf16").to_dict()}
     path = save_checkpoint(build_model(SHAPE, seed=0), tmp_path / "ckpt", metadata)
-    model, _ = load_checkpoint(path)
+    model, _ = load_as_trained(path)
     assert all(type(m) is torch.nn.Linear for m in model.modules() if isinstance(m, torch.nn.Linear))
 
 

@@ -261,7 +261,7 @@ def quantize_model(
                 rtn_quantize_linear(site.module, spec)
         if method == "w8a8":
             activation_spec = parse_spec(activation_spec)
-            _quantize_inputs([site.module for site in sites], activation_spec, outlier_threshold)
+            quantize_inputs([site.module for site in sites], activation_spec, outlier_threshold)
             metadata["w8a8"] = {"activation_spec": str(activation_spec), "outlier_threshold": outlier_threshold}
         if method in CALIBRATED_METHODS:
             batches = calib_tokens.split(batch_size)
@@ -288,27 +288,9 @@ def quantize_model(
     return metadata
 
 
-def _quantize_inputs(modules, activation_spec, outlier_threshold) -> None:
+def quantize_inputs(modules, activation_spec, outlier_threshold) -> None:
     """W8A8's run-time input quantization; a quantized-training Linear keeps its own quantizers ahead of it."""
     trained = [module for module in modules if isinstance(module, QuantizedTrainingLinear)]
     plain = [module for module in modules if not isinstance(module, QuantizedTrainingLinear)]
     quantize_linear_inputs(plain, activation_spec, outlier_threshold)
     quantize_trained_linear_inputs(trained, activation_spec, outlier_threshold)
-
-
-def load_quantized_model(path):
-    """(model, metadata) of a checkpoint written by `qscaling quantize`, W8A8's input quantization re-applied.
-
-    Weight-only methods need nothing beyond the checkpoint loader; for them this is `load_checkpoint`.
-    """
-    from qscaling.checkpoint import load_checkpoint
-
-    model, metadata = load_checkpoint(path)
-    if QUANTIZATION_KEY not in metadata:
-        raise ValueError(f"checkpoint {path}: no '{QUANTIZATION_KEY}' entry in its metadata (not quantized)")
-    quantization = metadata[QUANTIZATION_KEY]
-    if quantization["method"] == "w8a8":
-        modules = [site.module for site in _selected_sites(model, quantization["roles"])]
-        w8a8 = quantization["w8a8"]
-        _quantize_inputs(modules, w8a8["activation_spec"], w8a8["outlier_threshold"])
-    return model, metadata

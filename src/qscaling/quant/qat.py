@@ -28,7 +28,7 @@ A learned quantizer's parameters (`weight_step`, `weight_clip_logit`, `input_cli
 Linear it quantizes, so the optimizer trains them and the model's state dict carries them.
 
 Checkpoints keep the latent (full-precision) weights and the learned quantizers' parameters;
-`qscaling.checkpoint.load_checkpoint` re-applies the run's precision, so a model is evaluated as it trained.
+`qscaling.quant.as_trained.load_as_trained` re-applies the run's precision, so a model is evaluated as it trained.
 Post-training quantization (`qscaling.quant.ptq`) replaces a Linear's weight quantizer (`drop_weight_quantizers`)
 and keeps its activation and KV quantizers.
 """

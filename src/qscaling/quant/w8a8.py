@@ -3,7 +3,8 @@ per-token symmetric INT8 activations × per-output-channel symmetric INT8 weight
 
 Weights are fake-quantized once (RTN, `ptq`); activations are fake-quantized at run time by turning each
 Linear into an `InputQuantizedLinear` — same parameters and state-dict keys, so the model stays a plain
-transformers model that saves with `save_pretrained`; `ptq.load_quantized_model` re-applies the input side.
+transformers model that saves with `save_pretrained`; `as_trained.load_quantized_model` re-applies the
+input side.
 The optional outlier threshold follows LLM.int8() (Dettmers et al. 2022, Sec. 3.2): input columns where
 any token has |x| > t stay in full precision and the per-token scales come from the remaining columns.
 (LLM.int8() also keeps those weight columns in 16 bit, but bitsandbytes dequantizes them from the same

@@ -200,12 +200,12 @@ def score_windows(checkpoint, val_path: str, params: dict, device: str):
     models' losses on the same windows (δ and its standard error) when it builds its table."""
     import numpy as np
 
-    from qscaling.checkpoint import load_checkpoint
     from qscaling.data import load_tokens
     from qscaling.evaluate import evaluate_loss
+    from qscaling.quant.as_trained import load_as_trained
     from qscaling.studies.ptq import checkpoint_columns
 
-    model, metadata = load_checkpoint(checkpoint)
+    model, metadata = load_as_trained(checkpoint)
     model.to(device)
     tokens = load_tokens(val_path)
     seq_len = model.config.max_position_embeddings

@@ -818,14 +818,14 @@ def score_checkpoint(
 
     import torch
 
-    from qscaling.checkpoint import load_checkpoint
     from qscaling.evaluate import evaluate_loss
     from qscaling.outliers import block_proxies, block_values, outlier_counts, qkv_inputs
+    from qscaling.quant.as_trained import load_as_trained
     from qscaling.quant.ptq import quantize_model
     from qscaling.studies.ptq import checkpoint_columns, paired_loss, spec_bits
     from qscaling.tasks import run_tasks
 
-    model, metadata = load_checkpoint(checkpoint)
+    model, metadata = load_as_trained(checkpoint)
     model.to(device)
     seq_len = model.config.max_position_embeddings
     windows_available = len(held_out) // (seq_len + 1)

@@ -92,13 +92,13 @@ def scoring(config: dict, layout) -> Scoring:
 
 def score_job(checkpoint, inputs: dict, params: dict, labels: list[dict], device: str) -> dict:
     """The held-out loss of one annealed checkpoint, with the peak LR and warmup it trained with."""
-    from qscaling.checkpoint import load_checkpoint
     from qscaling.data import load_tokens
     from qscaling.evaluate import evaluate_loss
+    from qscaling.quant.as_trained import load_as_trained
     from qscaling.studies import with_labels
     from qscaling.studies.ptq import checkpoint_columns
 
-    model, metadata = load_checkpoint(checkpoint)
+    model, metadata = load_as_trained(checkpoint)
     model.to(device)
     result = evaluate_loss(
         model,

@@ -11,9 +11,9 @@ import time
 
 import pandas as pd
 
-from qscaling.checkpoint import load_checkpoint
 from qscaling.evaluate import evaluate_loss, standard_error
 from qscaling.model import count_non_embedding_params
+from qscaling.quant.as_trained import load_as_trained
 from qscaling.quant.gptq import DEFAULT_DAMP
 from qscaling.quant.ptq import quantize_model, sample_calibration
 from qscaling.quant.spec import parse_spec
@@ -67,7 +67,7 @@ def score_checkpoint(
     device: str = "cpu",
 ) -> pd.DataFrame:
     """Rows for the unquantized model and every quantization of `checkpoint` on each split in `held_out`."""
-    model, metadata = load_checkpoint(checkpoint)
+    model, metadata = load_as_trained(checkpoint)
     model.to(device)
     seq_len = model.config.max_position_embeddings
     spec = metadata.get("spec", {})
