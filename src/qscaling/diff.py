@@ -38,7 +38,7 @@ EXCLUDED_UNDER_RESULTS = ("runs", "data", "provenance", "report", "manifest.json
 NOISE_RMS_MIN_ROWS = 20
 # How many differing cells/values one artifact lists before summarising the rest.
 MAX_DETAILS = 5
-# A row says it was derived from a fit its data do not pin down (`qscaling.laws.core.ILL_CONDITIONED`) by a True
+# A row says it was derived from a fit its data do not pin down (`qscaling.laws.result.ILL_CONDITIONED`) by a True
 # `ill_conditioned` column or by this word in its `statistic` (a claims row).
 ILL_CONDITIONED_MARK = "ill-conditioned"
 
@@ -366,7 +366,7 @@ def compare_fits(a: dict, b: dict, tol: Tolerances) -> tuple[bool, list[str]]:
 
 
 def _ill_conditioned(doc: dict) -> bool:
-    """Whether a fit JSON's notes flag its Jacobian as ill-conditioned (`qscaling.laws.core.ILL_CONDITIONED`)."""
+    """Whether a fit JSON's notes flag its Jacobian as ill-conditioned (`qscaling.laws.result.ILL_CONDITIONED`)."""
     return any(note.startswith("ill-conditioned") for note in doc.get("notes", []))
 
 
