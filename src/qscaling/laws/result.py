@@ -126,6 +126,12 @@ class Fit:
         )
 
 
+def is_fit_dict(doc) -> bool:
+    """Whether a JSON document is a fitted law as `Fit.to_dict` writes it (a fit that could not run at a scale is
+    written as `{"error": ...}` instead)."""
+    return isinstance(doc, dict) and {"law", "params", "ci"} <= set(doc)
+
+
 def _finite_or_none(value):
     """JSON has no NaN: write a missing number as null."""
     if isinstance(value, dict):
