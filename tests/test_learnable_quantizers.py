@@ -205,7 +205,7 @@ def test_parameters_sit_on_their_linears_outside_weight_decay():
 def test_dropping_a_learned_weight_quantizer_removes_its_parameter():
     model = _as_trained(LSQ_LAC)
     q_proj = decoder_blocks(model)[0].self_attn.q_proj
-    drop_weight_quantizers([q_proj])
+    drop_weight_quantizers(model, ["model.layers.0.self_attn.q_proj"])
     assert not hasattr(q_proj, "weight_step") and "weight_step" not in dict(q_proj.named_parameters())
     assert q_proj.precision.weight_quantizer == "absmax" and q_proj.precision.weights is None
     x = torch.randn(2, 7, 32)

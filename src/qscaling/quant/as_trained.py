@@ -43,7 +43,7 @@ def apply_run_precision(model, metadata: dict, path) -> None:
         raise ValueError(f"checkpoint {path}: {METADATA_FILE} spec.{error}") from error
     if QUANTIZATION_KEY in metadata:
         post_quantized = metadata[QUANTIZATION_KEY]["roles"]
-        drop_weight_quantizers(site.module for site in linear_sites(model) if site.role in post_quantized)
+        drop_weight_quantizers(model, [site.name for site in linear_sites(model) if site.role in post_quantized])
     restore_quantizer_parameters(model, path)
 
 
@@ -82,7 +82,7 @@ def load_quantized_model(path):
         raise ValueError(f"checkpoint {path}: no '{QUANTIZATION_KEY}' entry in its metadata (not quantized)")
     quantization = metadata[QUANTIZATION_KEY]
     if quantization["method"] == "w8a8":
-        modules = [site.module for site in linear_sites(model) if site.role in quantization["roles"]]
+        names = [site.name for site in linear_sites(model) if site.role in quantization["roles"]]
         w8a8 = quantization["w8a8"]
-        quantize_inputs(modules, w8a8["activation_spec"], w8a8["outlier_threshold"])
+        quantize_inputs(model, names, w8a8["activation_spec"], w8a8["outlier_threshold"])
     return model, metadata

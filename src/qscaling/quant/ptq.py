@@ -248,7 +248,8 @@ def quantize_model(
         untie_lm_head(model)
     sites = _selected_sites(model, roles)
     unscaled = _awq_unscaled(model, sites) if method == "awq" else []
-    drop_weight_quantizers(site.module for site in sites)
+    drop_weight_quantizers(model, [site.name for site in sites])
+    sites = _selected_sites(model, roles)  # a Linear left without a quantizer is now a plain one
     metadata = {"method": method, "spec": str(spec), "roles": sorted(roles, key=ROLES.index)}
     if unscaled:
         metadata["awq_unscaled"] = unscaled
@@ -261,7 +262,7 @@ def quantize_model(
                 rtn_quantize_linear(site.module, spec)
         if method == "w8a8":
             activation_spec = parse_spec(activation_spec)
-            quantize_inputs([site.module for site in sites], activation_spec, outlier_threshold)
+            quantize_inputs(model, [site.name for site in sites], activation_spec, outlier_threshold)
             metadata["w8a8"] = {"activation_spec": str(activation_spec), "outlier_threshold": outlier_threshold}
         if method in CALIBRATED_METHODS:
             batches = calib_tokens.split(batch_size)
@@ -288,9 +289,10 @@ def quantize_model(
     return metadata
 
 
-def quantize_inputs(modules, activation_spec, outlier_threshold) -> None:
-    """W8A8's run-time input quantization; a quantized-training Linear keeps its own quantizers ahead of it."""
-    trained = [module for module in modules if isinstance(module, QuantizedTrainingLinear)]
-    plain = [module for module in modules if not isinstance(module, QuantizedTrainingLinear)]
-    quantize_linear_inputs(plain, activation_spec, outlier_threshold)
-    quantize_trained_linear_inputs(trained, activation_spec, outlier_threshold)
+def quantize_inputs(model, names, activation_spec, outlier_threshold) -> None:
+    """W8A8's run-time input quantization of the Linears of `model` named in `names`; a quantized-training Linear
+    keeps its own quantizers ahead of it."""
+    trained = [name for name in names if isinstance(model.get_submodule(name), QuantizedTrainingLinear)]
+    plain = [name for name in names if name not in trained]
+    quantize_linear_inputs(model, plain, activation_spec, outlier_threshold)
+    quantize_trained_linear_inputs(model, trained, activation_spec, outlier_threshold)
