@@ -15,7 +15,7 @@ from qscaling.quant import choose_qparams, quantize
 from qscaling.quant.as_trained import load_as_trained, load_quantized_model
 from qscaling.quant.learnable import learned_fake_quantize
 from qscaling.quant.precision import canonical_training_precision, training_precision_label
-from qscaling.quant.ptq import quantize_model
+from qscaling.quant.ptq import RTN, quantize_model
 from qscaling.quant.qat import (
     apply_training_precision,
     drop_weight_quantizers,
@@ -294,7 +294,7 @@ def test_ptq_of_a_learned_quantizer_checkpoint_keeps_only_the_activation_quantiz
     out = tmp_path / "rtn"
     assert main(["quantize", str(source), "--method", "rtn", "--spec", "int8:channel", "--out", str(out)]) == 0
     in_memory, _ = load_as_trained(source)
-    quantize_model(in_memory, "rtn", "int8:channel")
+    quantize_model(in_memory, RTN("int8:channel"))
     reloaded, _ = load_quantized_model(out)
     assert torch.equal(_logits(reloaded, batch), _logits(in_memory, batch))
     parameters = _quantizer_parameters(reloaded)

@@ -23,6 +23,7 @@ from qscaling.quant.ptq import (
     DEFAULT_ROLES,
     METHODS,
     QUANTIZATION_KEY,
+    quantization_config,
     quantize_model,
     sample_calibration,
 )
@@ -68,22 +69,21 @@ def run(args) -> int:
             "seq_len": seq_len,
             "seed": args.calib_seed,
         }
-    metadata = quantize_model(
-        model,
+    config = quantization_config(
         args.method,
         args.spec,
-        calib_tokens=calib_tokens,
         roles=roles,
-        batch_size=args.batch_size,
-        gptq_block_size=args.block_size,
-        gptq_damp=args.damp,
-        gptq_act_order=args.act_order,
-        gptq_static_groups=args.static_groups,
-        gptq_true_sequential=args.true_sequential,
-        awq_grid_points=args.grid_points,
-        activation_spec=args.activation_spec,
-        outlier_threshold=args.outlier_threshold,
+        gptq={
+            "block_size": args.block_size,
+            "damp": args.damp,
+            "act_order": args.act_order,
+            "static_groups": args.static_groups,
+            "true_sequential": args.true_sequential,
+        },
+        awq={"grid_points": args.grid_points},
+        w8a8={"activation_spec": args.activation_spec, "outlier_threshold": args.outlier_threshold},
     )
+    metadata = quantize_model(model, config, calib_tokens, batch_size=args.batch_size)
     if calibration is not None:
         metadata["calibration"] = calibration
     metadata["source"] = {

@@ -41,7 +41,7 @@ class HessianAccumulator:
         self.tokens = total
 
 
-def check_options(spec, *, block_size: int) -> None:
+def check_gptq_options(spec, *, block_size: int) -> None:
     """A ValueError unless GPTQ can run at `spec` (a QuantSpec) with lazy batches of `block_size` columns."""
     if not block_size > 0:
         raise ValueError(f"block_size: got {block_size}, must be a positive column count")
@@ -69,7 +69,7 @@ def gptq_quantize_weight(
     columns = W.shape[1]
     if hessian.shape != (columns, columns):
         raise ValueError(f"hessian: shape {tuple(hessian.shape)} does not match weight columns {columns}")
-    check_options(spec, block_size=block_size)
+    check_gptq_options(spec, block_size=block_size)
     H = hessian.clone().float()
     grid = _ColumnGrid(W, spec, static_groups)
     _zero_dead_inputs(W, H)

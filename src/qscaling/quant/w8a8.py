@@ -33,6 +33,12 @@ def fake_quantize_inputs(x: torch.Tensor, spec, outlier_threshold: float | None)
     return torch.where(outlier_columns, x, regular)
 
 
+def check_outlier_threshold(outlier_threshold: float | None) -> None:
+    """A ValueError unless the threshold is None (no outlier columns) or a positive magnitude."""
+    if outlier_threshold is not None and not outlier_threshold > 0:
+        raise ValueError(f"outlier_threshold: got {outlier_threshold}, must be a positive magnitude or None")
+
+
 class InputQuantizedLinear(nn.Linear):
     """An nn.Linear whose input is fake-quantized before the matmul (weights are quantized separately)."""
 
@@ -58,8 +64,7 @@ def quantize_linear_inputs(
     """Make every Linear of `model` named in `names` fake-quantize its input at run time (in place: an
     `InputQuantizedLinear` takes its place)."""
     spec = parse_spec(activation_spec)
-    if outlier_threshold is not None and not outlier_threshold > 0:
-        raise ValueError(f"outlier_threshold: got {outlier_threshold}, must be a positive magnitude or None")
+    check_outlier_threshold(outlier_threshold)
     for name in names:
         module = model.get_submodule(name)
         if not isinstance(module, nn.Linear):

@@ -821,7 +821,7 @@ def score_checkpoint(
     from qscaling.evaluate import evaluate_loss
     from qscaling.outliers import block_proxies, block_values, outlier_counts, qkv_inputs
     from qscaling.quant.as_trained import load_as_trained
-    from qscaling.quant.ptq import quantize_model
+    from qscaling.quant.ptq import quantization_config, quantize_model
     from qscaling.studies.ptq import checkpoint_columns, paired_loss, spec_bits
     from qscaling.tasks import run_tasks
 
@@ -858,7 +858,7 @@ def score_checkpoint(
             loss, accuracy = base_loss, base_accuracy
         else:
             quantized = copy.deepcopy(model)
-            quantize_model(quantized, quantization.method, quantization.spec)
+            quantize_model(quantized, quantization_config(quantization.method, quantization.spec))
             loss, accuracy = score(quantized)
             del quantized
         rows.append(

@@ -15,7 +15,7 @@ from qscaling.evaluate import evaluate_loss, standard_error
 from qscaling.model import count_non_embedding_params
 from qscaling.quant.as_trained import load_as_trained
 from qscaling.quant.gptq import DEFAULT_DAMP
-from qscaling.quant.ptq import quantize_model, sample_calibration
+from qscaling.quant.ptq import quantization_config, quantize_model, sample_calibration
 from qscaling.quant.spec import parse_spec
 from qscaling.studies import with_labels
 
@@ -101,9 +101,8 @@ def score_checkpoint(
     for quantization in quantizations:
         quantized = copy.deepcopy(model)
         started = time.perf_counter()
-        quantize_model(
-            quantized, quantization.method, quantization.spec, calib_tokens=calib.to(device), gptq_damp=gptq_damp
-        )
+        config = quantization_config(quantization.method, quantization.spec, gptq={"damp": gptq_damp})
+        quantize_model(quantized, config, calib.to(device))
         # Timings go to the log, not the table: tables must be byte-identical across reruns.
         logging.getLogger(__name__).info("%s: %.2f s", quantization.label, time.perf_counter() - started)
         for split in quantization.splits:
