@@ -13,7 +13,7 @@ eval "$("$BIN/python" -m qscaling.reproducible)"
 for scale in "${@:-smoke}"; do
   workdir=$(mktemp -d "${TMPDIR:-/tmp}/qscaling-reference-$scale.XXXXXX")
   "$BIN/qscaling" run --cores "$CORES" --directory "$workdir" --config "scale=$scale"
-  "$BIN/python" -c 'import sys; from qscaling.diff import export_artifacts; export_artifacts(*sys.argv[1:])' \
+  "$BIN/python" -c 'import sys; from qscaling.diff.artifacts import export_artifacts; export_artifacts(*sys.argv[1:])' \
     "$workdir" "reference/$scale"
   if [ "$scale" != smoke ]; then
     # Past smoke, only what the README reads (figures, claims, study tables, fits, learning-curve evaluations): the

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from qscaling.diff import list_artifacts
+from qscaling.diff.artifacts import list_artifacts
 from qscaling.reproducible import REPRODUCIBLE_CPU_ENV
 
 # Without a GPU the Triton kernels run in Triton's interpreter, which reads this when triton is first imported.

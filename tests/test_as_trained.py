@@ -12,12 +12,13 @@ from qscaling.data import load_tokens
 from qscaling.evaluate import evaluate_checkpoint, evaluate_loss
 from qscaling.model import ModelShape, build_model
 from qscaling.quant import quantize
+from qscaling.quant.as_trained import load_as_trained, load_quantized_model
 from qscaling.quant.gptq import HessianAccumulator, gptq_quantize_weight
-from qscaling.quant.ptq import load_quantized_model, quantize_model, sample_calibration
+from qscaling.quant.ptq import AWQ, GPTQ, RTN, W8A8, quantization_config, quantize_model, sample_calibration
 from qscaling.quant.qat import QuantizedTrainingLinear, apply_training_precision
 from qscaling.quant.roles import decoder_blocks, linear_sites
-from qscaling.studies import Quantization
-from qscaling.studies.ptq import score_checkpoint
+from qscaling.studies.scoring import score_checkpoint
+from qscaling.studies.study import Quantization
 from qscaling.train import RunSpec, milestone_name, train
 
 SHAPE = ModelShape(d_model=32, n_layers=2, n_heads=2, d_ff=64, vocab_size=64, seq_len=32)
@@ -56,7 +57,7 @@ def w4a4_run(tmp_path_factory, token_files):
 def test_w4a4_checkpoint_scores_bit_identically_in_memory_and_reloaded(w4a4_run, token_files):
     checkpoint, scored = w4a4_run
     val = load_tokens(token_files["val"])
-    model, _ = load_checkpoint(checkpoint)
+    model, _ = load_as_trained(checkpoint)
     assert sum(isinstance(m, QuantizedTrainingLinear) for m in model.modules()) == scored["quantized_linears"] == 14
     # Same latent fp32 weights (safetensors stores them exactly), same modules and quantizers, same CPU kernels:
     # the reloaded model repeats the in-memory one's arithmetic, so the losses agree to the last bit.
@@ -68,7 +69,7 @@ def test_w4a4_checkpoint_scores_bit_identically_in_memory_and_reloaded(w4a4_run,
 
 def test_latent_weight_model_scores_differently(w4a4_run, token_files):
     checkpoint, scored = w4a4_run
-    raw, _ = load_checkpoint(checkpoint, as_trained=False)
+    raw, _ = load_checkpoint(checkpoint)
     assert not any(isinstance(m, QuantizedTrainingLinear) for m in raw.modules())
     # The trained model adapted to its quantizers, so dropping them moves the loss only a little here (~3e-4 nats),
     # yet far beyond fp32 rounding of a mean over 3,840 tokens (~1e-7).
@@ -118,7 +119,7 @@ def _quantized_linears(model):
 
 def test_rtn_replaces_the_weight_quantizer_and_keeps_the_activation_quantizer(token_files):
     as_trained = _as_trained(W4A4)
-    quantize_model(as_trained, "rtn", "int8:channel")
+    quantize_model(as_trained, RTN("int8:channel"))
     # Reference: the latent weights RTN-quantized, then only the run's activation quantizer applied.
     reference = build_model(SHAPE, seed=0).eval()
     for site in _quantized_linears(reference):
@@ -131,7 +132,7 @@ def test_rtn_replaces_the_weight_quantizer_and_keeps_the_activation_quantizer(to
 
 def test_w8a8_quantizes_the_inputs_after_the_runs_quantizer(token_files):
     as_trained = _as_trained(W4A4)
-    quantize_model(as_trained, "w8a8", "int8:channel")
+    quantize_model(as_trained, W8A8("int8:channel"))
     reference = build_model(SHAPE, seed=0).eval()
     for site in _quantized_linears(reference):
         site.module.weight.data = quantize(site.module.weight.data, "int8:channel")
@@ -154,29 +155,29 @@ def test_gptq_hessians_see_the_quantized_activations(token_files):
             as_trained(input_ids=batch)
     hook.remove()
     expected, _ = gptq_quantize_weight(latent, accumulator.hessian, "int4:g16")
-    quantize_model(as_trained, "gptq", "int4:g16", calib_tokens=calibration)
+    quantize_model(as_trained, GPTQ("int4:g16"), calibration)
     assert torch.equal(q_proj.weight, expected)
     plain = build_model(SHAPE, seed=0)
-    quantize_model(plain, "gptq", "int4:g16", calib_tokens=calibration)
+    quantize_model(plain, GPTQ("int4:g16"), calibration)
     assert not torch.equal(decoder_blocks(plain)[0].self_attn.q_proj.weight, expected)
 
 
 def test_awq_scales_only_where_no_training_quantizer_is_crossed(token_files):
     calibration = sample_calibration(load_tokens(token_files["train"]), 4, SHAPE.seq_len, seed=0)
     weights_only = _as_trained({"weights": "int4:g16"})
-    metadata = quantize_model(weights_only, "awq", "int4:g16", calib_tokens=calibration)
+    metadata = quantize_model(weights_only, AWQ("int4:g16"), calibration)
     assert "awq_unscaled" not in metadata and len(metadata["awq_alphas"]) == 14
     assert all(type(site.module) is torch.nn.Linear for site in linear_sites(weights_only))  # nothing left to fake
 
     kv = _as_trained({"kv": "int4:token"})
-    metadata = quantize_model(kv, "awq", "int4:g16", calib_tokens=calibration)
+    metadata = quantize_model(kv, AWQ("int4:g16"), calibration)
     # v_proj's KV quantizer would see v/s: o_proj stays unscaled, every other fold is made.
     assert metadata["awq_unscaled"] == [f"model.layers.{i}.self_attn.o_proj" for i in range(2)]
     assert len(metadata["awq_alphas"]) == 12
     assert isinstance(decoder_blocks(kv)[0].self_attn.v_proj, QuantizedTrainingLinear)
 
     with pytest.raises(ValueError, match=r"awq on this model: every scale .* use rtn or gptq"):
-        quantize_model(_as_trained(W4A4), "awq", "int4:g16", calib_tokens=calibration)
+        quantize_model(_as_trained(W4A4), AWQ("int4:g16"), calibration)
 
 
 @pytest.mark.parametrize("method, spec", [("rtn", "int8:channel"), ("w8a8", "int8:channel")])
@@ -185,8 +186,8 @@ def test_quantized_checkpoint_of_a_qat_run_reloads_as_post_quantized(tmp_path, t
         _as_trained(W4A4), tmp_path / "source", {"run_id": "tiny", "spec": _spec(training_precision=W4A4).to_dict()}
     )
     assert main(["quantize", str(source), "--method", method, "--spec", spec, "--out", str(tmp_path / "out")]) == 0
-    in_memory, _ = load_checkpoint(source)
-    quantize_model(in_memory, method, spec)
+    in_memory, _ = load_as_trained(source)
+    quantize_model(in_memory, quantization_config(method, spec))
     reloaded, _ = load_quantized_model(tmp_path / "out")
     val = load_tokens(token_files["val"])
     # Reloaded, the PTQ'd weights get no second (training-time int4) quantization; the activations still do.
@@ -197,7 +198,7 @@ def test_quantized_checkpoint_of_a_qat_run_reloads_as_post_quantized(tmp_path, t
 def test_autocast_runs_load_unquantized(tmp_path):
     metadata = {"run_id": "tiny", "spec": _spec(autocast="bf16").to_dict()}
     path = save_checkpoint(build_model(SHAPE, seed=0), tmp_path / "ckpt", metadata)
-    model, _ = load_checkpoint(path)
+    model, _ = load_as_trained(path)
     assert all(type(m) is torch.nn.Linear for m in model.modules() if isinstance(m, torch.nn.Linear))
 
 

@@ -9,6 +9,7 @@ from qscaling.checkpoint import load_checkpoint, save_checkpoint
 from qscaling.data import load_tokens
 from qscaling.evaluate import evaluate_checkpoint, evaluate_loss
 from qscaling.model import ModelShape, build_model, count_non_embedding_params
+from qscaling.quant.as_trained import load_as_trained
 
 
 @pytest.mark.parametrize("d_model, n_layers, n_heads, d_ff", [(16, 1, 2, 48), (64, 2, 4, 172), (80, 3, 4, 170)])
@@ -100,10 +101,10 @@ def test_qat_checkpoint_loads_as_trained_or_on_its_latent_weights(tmp_path):
     from qscaling.quant.qat import QuantizedTrainingLinear
 
     path = _qat_checkpoint(tmp_path, {"weights": "int4:g16", "activations": "int4:g16"})
-    as_trained, _ = load_checkpoint(path)
+    as_trained, _ = load_as_trained(path)
     q_proj = as_trained.model.layers[0].self_attn.q_proj
     assert isinstance(q_proj, QuantizedTrainingLinear) and str(q_proj.precision.weights) == "int4:g16"
-    raw, _ = load_checkpoint(path, as_trained=False)
+    raw, _ = load_checkpoint(path)
     assert type(raw.model.layers[0].self_attn.q_proj) is torch.nn.Linear
     assert torch.equal(raw.model.layers[0].self_attn.q_proj.weight, q_proj.weight)  # the same latent weights
 
@@ -116,7 +117,7 @@ def test_a_bad_stored_training_precision_names_the_checkpoint(tmp_path):
     with pytest.raises(
         ValueError, match=r"checkpoint .*qat: qscaling.json spec.training_precision.weights: quant spec"
     ):
-        load_checkpoint(path)
+        load_as_trained(path)
 
 
 def test_evaluate_checkpoint_row_names_the_training_precision(tmp_path, token_files):

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from qscaling.laws.core import Fit, Law, Param
+from qscaling.laws import Fit, Law, Param
 from qscaling.studies.claims import (
     COLUMNS,
     cannot_fail_claim,

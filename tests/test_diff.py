@@ -19,16 +19,12 @@ from conftest import REPO_ROOT, copy_artifacts_like
 from PIL import Image
 
 from qscaling.cli import main
-from qscaling.diff import (
-    Tolerances,
-    compare_fits,
-    compare_tables,
-    diff_trees,
-    fits_table,
-    list_artifacts,
-    parse_column_tolerance,
-    text_within,
-)
+from qscaling.diff.artifacts import list_artifacts
+from qscaling.diff.fits import compare_fits
+from qscaling.diff.tables import compare_tables
+from qscaling.diff.tolerances import Tolerances, load_tolerances, parse_column_tolerance
+from qscaling.diff.trees import diff_trees
+from qscaling.diff.values import text_within
 from qscaling.figures import new_figure, save_figure
 from qscaling.laws import LAWS
 
@@ -265,21 +261,6 @@ def test_parse_column_tolerance():
     assert parse_column_tolerance("delta=0.01:1e-6") == ("delta", (0.01, 1e-6))
 
 
-def test_fits_table_lists_parameters_and_failed_fits(tmp_path):
-    good = tmp_path / "kumar2024" / "ptq.json"
-    good.parent.mkdir()
-    good.write_text(json.dumps(fit_doc(0.3, (0.28, 0.32))))
-    failed = tmp_path / "kumar2024" / "neff.json"
-    failed.write_text(json.dumps({"error": "need at least 5 points, got 3"}))
-    table = fits_table([good, failed])
-    assert table[["fit", "parameter", "value", "ci_low", "ci_high"]].iloc[:2].values.tolist() == [
-        ["kumar2024/ptq", "A", 400.0, 390.0, 410.0],
-        ["kumar2024/ptq", "alpha", 0.3, 0.28, 0.32],
-    ]
-    assert table["fit"].iloc[2] == "kumar2024/neff" and table.iloc[2][["parameter", "value"]].isna().all()
-    assert table["note"].iloc[2] == "need at least 5 points, got 3"
-
-
 # --- end to end, on the shared smoke runs -------------------------------------------------------------------
 
 
@@ -480,8 +461,6 @@ def test_a_tolerance_profile_sets_defaults_that_options_override(trees, tmp_path
 
 
 def test_the_committed_profile_parses():
-    from qscaling.diff import load_tolerances
-
     profile = load_tolerances(REPO_ROOT / "reference" / "tolerances.yaml")
     assert profile["noise_columns"]["delta"] == "delta_se" and profile["figure_structure"] is True
     # An absolute tolerance hides every change of a small quantity: it is a floor for exact zeros, no more.

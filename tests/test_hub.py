@@ -9,8 +9,8 @@ from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
 from qscaling.checkpoint import load_checkpoint
 from qscaling.data.tokens import load_pretrained_tokenizer
 from qscaling.hub import fetch_revision, import_revision
-from qscaling.studies import Quantization
-from qscaling.studies.ptq import score_checkpoint
+from qscaling.studies.scoring import score_checkpoint
+from qscaling.studies.study import Quantization
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import pytest
 
 from qscaling.cli import main
 from qscaling.laws import LAWS, fit, load_fit
-from qscaling.laws.core import ILL_CONDITIONED
+from qscaling.laws.result import ILL_CONDITIONED
 from qscaling.laws.synthetic import paper_grid, synthetic_table
 
 NOISE = 0.002  # relative; small enough that every law's optimum is the truth's basin from 16 starts

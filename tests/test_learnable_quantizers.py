@@ -8,13 +8,14 @@ import torch
 import torch.nn.functional as F
 
 import qscaling.train as train_module
-from qscaling.checkpoint import load_checkpoint, save_checkpoint
+from qscaling.checkpoint import save_checkpoint
 from qscaling.cli import main
 from qscaling.model import ModelShape, build_model
 from qscaling.quant import choose_qparams, quantize
+from qscaling.quant.as_trained import load_as_trained, load_quantized_model
 from qscaling.quant.learnable import learned_fake_quantize
 from qscaling.quant.precision import canonical_training_precision, training_precision_label
-from qscaling.quant.ptq import load_quantized_model, quantize_model
+from qscaling.quant.ptq import RTN, quantize_model
 from qscaling.quant.qat import (
     apply_training_precision,
     drop_weight_quantizers,
@@ -204,7 +205,7 @@ def test_parameters_sit_on_their_linears_outside_weight_decay():
 def test_dropping_a_learned_weight_quantizer_removes_its_parameter():
     model = _as_trained(LSQ_LAC)
     q_proj = decoder_blocks(model)[0].self_attn.q_proj
-    drop_weight_quantizers([q_proj])
+    drop_weight_quantizers(model, ["model.layers.0.self_attn.q_proj"])
     assert not hasattr(q_proj, "weight_step") and "weight_step" not in dict(q_proj.named_parameters())
     assert q_proj.precision.weight_quantizer == "absmax" and q_proj.precision.weights is None
     x = torch.randn(2, 7, 32)
@@ -255,7 +256,7 @@ def test_learned_quantizers_train_and_their_parameters_move(lsq_lac_trunk):
 def test_checkpoints_reload_their_learned_parameters_bit_identically(lsq_lac_trunk, tmp_path):
     spec, run_dir, _, batch, saved = lsq_lac_trunk
     checkpoint = run_dir / "checkpoints" / milestone_name(TRUNK_TOKENS)
-    model, _ = load_checkpoint(checkpoint)
+    model, _ = load_as_trained(checkpoint)
     logits, parameters = saved[TRUNK_TOKENS]
     assert torch.equal(_logits(model, batch), logits)
     reloaded = _quantizer_parameters(model)
@@ -264,7 +265,7 @@ def test_checkpoints_reload_their_learned_parameters_bit_identically(lsq_lac_tru
     # A checkpoint without the learned parameters its precision needs (here: a plain model's) is refused.
     plain = save_checkpoint(build_model(SHAPE, seed=0), tmp_path / "plain", {"spec": spec.to_dict()})
     with pytest.raises(ValueError, match=r"checkpoint .*plain: model.safetensors has no 'model.layers.0.self_attn"):
-        load_checkpoint(plain)
+        load_as_trained(plain)
 
 
 def test_a_cooldown_branch_resumes_the_learned_parameters(lsq_lac_trunk, token_files, tmp_path):
@@ -278,7 +279,7 @@ def test_a_cooldown_branch_resumes_the_learned_parameters(lsq_lac_trunk, token_f
     train(
         branch, tmp_path / "branch", token_files["train"], milestones=[TRUNK_TOKENS], trunk_dir=run_dir, progress=False
     )
-    cooled, _ = load_checkpoint(tmp_path / "branch" / "checkpoints" / milestone_name(TRUNK_TOKENS))
+    cooled, _ = load_as_trained(tmp_path / "branch" / "checkpoints" / milestone_name(TRUNK_TOKENS))
     cooled = _quantizer_parameters(cooled)
     # 10 cooldown steps from the trunk's values: near them (not re-initialised), yet moved.
     initial = _quantizer_parameters(_as_trained(LSQ_LAC))
@@ -292,8 +293,8 @@ def test_ptq_of_a_learned_quantizer_checkpoint_keeps_only_the_activation_quantiz
     source = run_dir / "checkpoints" / milestone_name(TRUNK_TOKENS)
     out = tmp_path / "rtn"
     assert main(["quantize", str(source), "--method", "rtn", "--spec", "int8:channel", "--out", str(out)]) == 0
-    in_memory, _ = load_checkpoint(source)
-    quantize_model(in_memory, "rtn", "int8:channel")
+    in_memory, _ = load_as_trained(source)
+    quantize_model(in_memory, RTN("int8:channel"))
     reloaded, _ = load_quantized_model(out)
     assert torch.equal(_logits(reloaded, batch), _logits(in_memory, batch))
     parameters = _quantizer_parameters(reloaded)

@@ -6,7 +6,7 @@ import pytest
 from conftest import run_snakemake
 from test_figure_content import as_points, assert_same_series, data_lines, draws_data, figure_record
 
-from qscaling.diff import diff_trees
+from qscaling.diff.trees import diff_trees
 
 pytestmark = pytest.mark.slow
 

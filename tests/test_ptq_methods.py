@@ -11,7 +11,7 @@ from transformers import GPTNeoXConfig, GPTNeoXForCausalLM, LlamaConfig, LlamaFo
 
 from qscaling.quant import parse_spec, quantize
 from qscaling.quant.gptq import HessianAccumulator, gptq_quantize_weight
-from qscaling.quant.ptq import quantize_model, sample_calibration
+from qscaling.quant.ptq import AWQ, GPTQ, RTN, W8A8, quantization_config, quantize_model, sample_calibration
 from qscaling.quant.roles import linear_sites
 from qscaling.quant.w8a8 import fake_quantize_inputs
 
@@ -88,7 +88,7 @@ def trained(single_thread):
 def post_quant_loss(trained, method, spec, **options):
     fresh, validation, calibration, _ = trained
     model = fresh()
-    quantize_model(model, method, spec, calib_tokens=calibration, **options)
+    quantize_model(model, quantization_config(method, spec, **options), calibration)
     return validation_loss(model, validation)
 
 
@@ -130,17 +130,17 @@ def test_gptq_beats_rtn_on_validation_loss(trained, bits):
 
 def test_true_sequential_gptq_beats_rtn_too(trained):
     rtn = post_quant_loss(trained, "rtn", "int3:channel")
-    assert post_quant_loss(trained, "gptq", "int3:channel", gptq_true_sequential=True) < rtn
+    assert post_quant_loss(trained, "gptq", "int3:channel", gptq={"true_sequential": True}) < rtn
 
 
 def test_awq_with_only_alpha_zero_is_rtn(trained):
     # α = 0 gives s = 1: no scaling, so the search degenerates to RTN bit for bit.
     fresh, _, calibration, _ = trained
     rtn_model = fresh()
-    quantize_model(rtn_model, "rtn", "int4:g32")
+    quantize_model(rtn_model, RTN("int4:g32"))
     rtn_weights = {site.name: site.module.weight.detach().clone() for site in linear_sites(rtn_model)}
     awq_model = fresh()
-    metadata = quantize_model(awq_model, "awq", "int4:g32", calib_tokens=calibration, awq_grid_points=1)
+    metadata = quantize_model(awq_model, AWQ("int4:g32", grid_points=1), calibration)
     assert set(metadata["awq_alphas"].values()) == {0.0}
     for site in linear_sites(awq_model):
         assert torch.equal(site.module.weight, rtn_weights[site.name]), site.name
@@ -222,13 +222,34 @@ def test_hessian_is_two_x_xt_over_tokens_across_batches():
 def test_errors_name_the_bad_field(trained):
     fresh, _, calibration, _ = trained
     with pytest.raises(ValueError, match="method: got 'zip', valid: rtn, gptq, awq, w8a8"):
-        quantize_model(fresh(), "zip", "int4:channel")
+        quantize_model(fresh(), quantization_config("zip", "int4:channel"))
     with pytest.raises(ValueError, match="calib_tokens: method 'gptq' needs calibration tokens"):
-        quantize_model(fresh(), "gptq", "int4:channel")
+        quantize_model(fresh(), GPTQ("int4:channel"))
     with pytest.raises(ValueError, match=r"roles: got \['mlp'\]"):
-        quantize_model(fresh(), "rtn", "int4:channel", roles=("qkv", "mlp"))
+        quantize_model(fresh(), RTN("int4:channel", roles=("qkv", "mlp")))
     with pytest.raises(ValueError, match="calibration: the token file has 10 tokens"):
         sample_calibration(np.zeros(10, np.uint16), 4, 64, 0)
+
+
+def test_configs_check_their_options_when_built():
+    config = W8A8("int8:channel", roles=["fc2", "qkv"], activation_spec="int8:g16")
+    assert config.roles == ("qkv", "fc2") and str(config.spec) == "int8:channel"
+    assert str(config.activation_spec) == "int8:g16"
+    assert quantization_config("gptq", "int4:g16", gptq={"damp": 0.1}, awq={"grid_points": 3}) == GPTQ(
+        "int4:g16", damp=0.1
+    )
+    with pytest.raises(ValueError, match="quant spec 'int9:g16': bits must be 2..8"):
+        RTN("int9:g16")
+    with pytest.raises(ValueError, match="block_size: got 0, must be a positive column count"):
+        GPTQ("int4:g16", block_size=0)
+    with pytest.raises(ValueError, match="spec: GPTQ needs tensor, channel or group granularity, got 'int4:token'"):
+        GPTQ("int4:token")
+    with pytest.raises(ValueError, match="grid_points: got 0, must be ≥ 1"):
+        AWQ("int4:g16", grid_points=0)
+    with pytest.raises(ValueError, match="outlier_threshold: got -1.0, must be a positive magnitude or None"):
+        W8A8("int8:channel", outlier_threshold=-1.0)
+    with pytest.raises(TypeError, match=r"method options: got \['gtpq'\], valid: rtn, gptq, awq, w8a8"):
+        quantization_config("gptq", "int4:g16", gtpq={"damp": 0.1})
 
 
 def test_calibration_is_seeded_windows_of_the_stream():
@@ -275,7 +296,7 @@ def test_every_method_runs_on_every_architecture(architecture, method):
     before = {site.name: site.module.weight.detach().clone() for site in linear_sites(model)}
     spec = "int8:channel" if method == "w8a8" else "int4:g16"
     every_role = ("qkv", "o", "fc1", "fc2", "lm_head")
-    metadata = quantize_model(model, method, spec, calib_tokens=calibration, roles=every_role)
+    metadata = quantize_model(model, quantization_config(method, spec, roles=every_role), calibration)
     assert metadata["method"] == method
     for site in linear_sites(model):
         weight = site.module.weight.detach()

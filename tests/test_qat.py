@@ -337,7 +337,7 @@ def test_dropping_weight_quantizers_keeps_the_others():
     model = _tiny_llama()
     apply_training_precision(model, {"weights": "int4:g16", "kv": "int4:token"})
     attention = decoder_blocks(model)[0].self_attn
-    drop_weight_quantizers([attention.q_proj, attention.k_proj])
+    drop_weight_quantizers(model, ["model.layers.0.self_attn.q_proj", "model.layers.0.self_attn.k_proj"])
     assert type(attention.q_proj) is torch.nn.Linear and not hasattr(attention.q_proj, "precision")
     assert attention.k_proj.precision.weights is None and str(attention.k_proj.precision.kv) == "int4:token"
     assert attention.v_proj.precision.weights is not None  # not asked for
@@ -347,7 +347,7 @@ def test_dropping_weight_quantizers_keeps_the_others():
 
 def test_trained_linear_inputs_need_a_quantized_training_linear():
     with pytest.raises(TypeError, match="modules: expected QuantizedTrainingLinear, got Linear"):
-        quantize_trained_linear_inputs([torch.nn.Linear(4, 4)], "int8:token")
+        quantize_trained_linear_inputs(_tiny_llama(), ["model.layers.0.self_attn.q_proj"], "int8:token")
 
 
 def test_bench_train_times_the_qat_step_against_the_full_precision_step_in_one_run(capsys):

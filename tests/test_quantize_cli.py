@@ -7,12 +7,13 @@ import numpy as np
 import pytest
 from transformers import AutoModelForCausalLM
 
-from qscaling.checkpoint import load_checkpoint, save_checkpoint
+from qscaling.checkpoint import save_checkpoint
 from qscaling.cli import main
 from qscaling.data.fetch import sha256_file
 from qscaling.evaluate import evaluate_loss
 from qscaling.model import ModelShape, build_model
-from qscaling.quant.ptq import load_quantized_model, quantize_model, sample_calibration
+from qscaling.quant.as_trained import load_as_trained, load_quantized_model
+from qscaling.quant.ptq import W8A8, quantization_config, quantize_model, sample_calibration
 
 SHAPE = ModelShape(d_model=32, n_layers=2, n_heads=2, d_ff=64, vocab_size=64, seq_len=32)
 
@@ -50,12 +51,12 @@ def test_saved_checkpoint_reloads_with_the_in_memory_loss(source, method, tmp_pa
     ]
     assert _quantize(source, out, "--method", method, "--spec", "int4:g16", *calib) == 0
 
-    in_memory, _ = load_checkpoint(source / "source")
+    in_memory, _ = load_as_trained(source / "source")
     tokens = np.fromfile(source / "tokens.bin", dtype=np.uint16)
-    quantize_model(in_memory, method, "int4:g16", calib_tokens=sample_calibration(tokens, 4, 32, seed=3))
+    quantize_model(in_memory, quantization_config(method, "int4:g16"), sample_calibration(tokens, 4, 32, seed=3))
     reloaded = AutoModelForCausalLM.from_pretrained(out)
     assert _loss(reloaded, source) == _loss(in_memory, source)
-    original, _ = load_checkpoint(source / "source")
+    original, _ = load_as_trained(source / "source")
     assert _loss(reloaded, source) != _loss(original, source)
 
     metadata = json.loads((out / "qscaling.json").read_text())
@@ -73,8 +74,8 @@ def test_saved_checkpoint_reloads_with_the_in_memory_loss(source, method, tmp_pa
 def test_w8a8_checkpoint_reloads_with_its_activation_quantization(source, tmp_path):
     out = tmp_path / "w8a8"
     assert _quantize(source, out, "--method", "w8a8", "--spec", "int8:channel", "--outlier-threshold", "6") == 0
-    in_memory, _ = load_checkpoint(source / "source")
-    quantize_model(in_memory, "w8a8", "int8:channel", outlier_threshold=6.0)
+    in_memory, _ = load_as_trained(source / "source")
+    quantize_model(in_memory, W8A8("int8:channel", outlier_threshold=6.0))
     reloaded, metadata = load_quantized_model(out)
     assert metadata["quantization"]["w8a8"] == {"activation_spec": "int8:token", "outlier_threshold": 6.0}
     assert _loss(reloaded, source) == _loss(in_memory, source)

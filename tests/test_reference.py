@@ -22,7 +22,10 @@ import pandas as pd
 import pytest
 from conftest import REPO_ROOT, run_snakemake
 
-from qscaling.diff import add_arguments, diff_trees, list_artifacts, tolerances_from_args
+from qscaling.diff.artifacts import list_artifacts
+from qscaling.diff.cli import add_arguments
+from qscaling.diff.tolerances import tolerances_from_args
+from qscaling.diff.trees import diff_trees
 
 REFERENCE = REPO_ROOT / "reference"
 # Why these values: docs/operations.md, "Reference outputs and their tolerances".

@@ -1,12 +1,14 @@
 """`snakemake --report` on the shared smoke run: the HTML builds and lists every figure, the claims table and the
 fitted-law table; every report item has a caption file."""
 
+import json
 from pathlib import Path
 
 import pytest
 from conftest import REPO_ROOT, run_snakemake
 
 from qscaling.figures import declared_figures, figure_modules
+from qscaling.report import fits_table
 
 # report() items made outside the figure loop (workflow/rules/studies.smk, report.smk)
 TABLE_ITEMS = [("results/claims.csv", "claims.rst"), ("results/report/fits.csv", "fits.rst")]
@@ -28,6 +30,32 @@ def test_every_report_item_has_a_caption_file(repo_root):
     for output, caption in items:
         assert caption.is_file(), f"{output}: caption {caption.name} missing"
         assert len(caption.read_text().split()) >= 10, f"{caption.name} says too little"
+
+
+def test_fits_table_lists_parameters_and_failed_fits(tmp_path):
+    good = tmp_path / "kumar2024" / "ptq.json"
+    good.parent.mkdir()
+    fit = {
+        "law": "baseline.chinchilla",
+        "formula": "A/N^alpha + E",
+        "params": {"A": 400.0, "alpha": 0.3},
+        "ci": {"A": [390.0, 410.0], "alpha": [0.28, 0.32]},
+        "r2": 0.98,
+        "rmse": 0.01,
+        "heldout_relative_error": None,
+        "n_points": 12,
+        "notes": [],
+    }
+    good.write_text(json.dumps(fit))
+    failed = tmp_path / "kumar2024" / "neff.json"
+    failed.write_text(json.dumps({"error": "need at least 5 points, got 3"}))
+    table = fits_table([good, failed])
+    assert table[["fit", "parameter", "value", "ci_low", "ci_high"]].iloc[:2].values.tolist() == [
+        ["kumar2024/ptq", "A", 400.0, 390.0, 410.0],
+        ["kumar2024/ptq", "alpha", 0.3, 0.28, 0.32],
+    ]
+    assert table["fit"].iloc[2] == "kumar2024/neff" and table.iloc[2][["parameter", "value"]].isna().all()
+    assert table["note"].iloc[2] == "need at least 5 points, got 3"
 
 
 @pytest.mark.slow

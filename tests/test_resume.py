@@ -7,7 +7,7 @@ import sys
 
 from conftest import qscaling_run_command
 
-from qscaling.diff import list_artifacts
+from qscaling.diff.artifacts import list_artifacts
 
 
 def test_a_killed_run_resumes_by_itself_to_the_same_outputs(interrupted_smoke_run, smoke_run):

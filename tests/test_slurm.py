@@ -22,7 +22,7 @@ import pytest
 import yaml
 from conftest import REPO_ROOT, copy_artifacts_like, dag_environment
 
-from qscaling.diff import list_artifacts
+from qscaling.diff.artifacts import list_artifacts
 
 pytestmark = pytest.mark.slow
 

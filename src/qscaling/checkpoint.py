@@ -3,9 +3,8 @@
 `qscaling.json` records tokens seen, step, loss, seed, the run spec and the sha256 of the weights file, so a
 corrupted or swapped weights file is caught on load. Writes go to a temporary directory renamed into place.
 
-A run that trained with a `training_precision` (fake-quantized Linears, `qscaling.quant.qat`) saves its latent
-weights and its learned quantizers' parameters; loading re-applies the run's fake quantizers and restores those
-parameters, so a checkpoint is scored as it trained.
+This module stores and loads models as they are; `qscaling.quant.as_trained` loads a checkpoint as its run trained
+(its training-time fake quantizers re-applied) and as post-quantized.
 """
 
 import json
@@ -20,6 +19,7 @@ WEIGHTS_FILE = "model.safetensors"
 
 
 def save_checkpoint(model, path: str | os.PathLike, metadata: dict) -> Path:
+    # Here, not at the top: building the DAG imports this module (plan -> hub) and must not pay for transformers.
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
@@ -39,68 +39,13 @@ def read_metadata(path: str | os.PathLike) -> dict:
         raise ValueError(f"checkpoint {path}: {METADATA_FILE} is not valid JSON ({error})") from error
 
 
-def apply_run_precision(model, metadata: dict, path) -> None:
-    """Re-apply the fake quantizers of the run's `training_precision` to a loaded model (in place).
-
-    Linears whose weights `qscaling quantize` has since post-quantized get no training-time weight quantizer: the
-    PTQ replaced it. Learned quantizers get their trained parameters back from the weights file. Autocast runs
-    computed natively in bf16/fp16 and are left as they are.
-    """
-    from qscaling.quant.ptq import QUANTIZATION_KEY
-    from qscaling.quant.qat import apply_training_precision, drop_weight_quantizers
-    from qscaling.quant.roles import linear_sites
-
-    precision = (metadata.get("spec") or {}).get("training_precision")
-    if not precision:
-        return
-    try:
-        apply_training_precision(model, precision)
-    except (TypeError, ValueError) as error:
-        raise ValueError(f"checkpoint {path}: {METADATA_FILE} spec.{error}") from error
-    if QUANTIZATION_KEY in metadata:
-        post_quantized = metadata[QUANTIZATION_KEY]["roles"]
-        drop_weight_quantizers(site.module for site in linear_sites(model) if site.role in post_quantized)
-    restore_quantizer_parameters(model, path)
-
-
-def restore_quantizer_parameters(model, path) -> None:
-    """Copy the learned quantizers' steps and clipping logits from the checkpoint's weights file into `model`.
-
-    `from_pretrained` drops them (a plain model has no such keys), and re-applying the precision initialises them
-    afresh; this puts the trained values back.
-    """
-    import torch
-    from safetensors import safe_open
-
-    from qscaling.quant.learnable import is_quantizer_parameter
-
-    learned = {name: parameter for name, parameter in model.named_parameters() if is_quantizer_parameter(name)}
-    if not learned:
-        return
-    with safe_open(Path(path) / WEIGHTS_FILE, framework="pt") as weights:
-        stored = set(weights.keys())
-        for name, parameter in learned.items():
-            if name not in stored:
-                raise ValueError(
-                    f"checkpoint {path}: {WEIGHTS_FILE} has no {name!r}, a learned quantizer parameter its "
-                    "training precision needs"
-                )
-            value = weights.get_tensor(name)
-            if value.shape != parameter.shape:
-                raise ValueError(
-                    f"checkpoint {path}: {WEIGHTS_FILE} holds {name!r} with shape {list(value.shape)}, its training "
-                    f"precision needs {list(parameter.shape)}"
-                )
-            with torch.no_grad():
-                parameter.copy_(value)
-
-
-def load_checkpoint(path: str | os.PathLike, *, dtype=None, as_trained: bool = True):
+def load_checkpoint(path: str | os.PathLike, *, dtype=None):
     """(model, metadata) from an HF-format directory; any damage is a ValueError naming the checkpoint and file.
 
-    `as_trained`: re-apply the run's training-time fake quantizers (`apply_run_precision`), so the model computes
-    what it trained as; False gives the plain model on its latent weights (for weight statistics).
+    The model is the plain one on its stored (for a quantization-aware run: latent) weights;
+    `qscaling.quant.as_trained.load_as_trained` gives it as it trained.
     """
+    # Here, not at the top: building the DAG imports this module (plan -> hub) and must not pay for transformers.
     from transformers import AutoModelForCausalLM
     from transformers.utils import logging as hf_logging
 
@@ -122,7 +67,5 @@ def load_checkpoint(path: str | os.PathLike, *, dtype=None, as_trained: bool = T
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
     except Exception as error:  # transformers/safetensors raise many types for a damaged file
         raise ValueError(f"checkpoint {path}: cannot be loaded ({type(error).__name__}: {error})") from error
-    if as_trained:
-        apply_run_precision(model, metadata, path)
     model.eval()
     return model, metadata

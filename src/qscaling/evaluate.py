@@ -15,8 +15,10 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 from qscaling.atomic import write_table
-from qscaling.checkpoint import load_checkpoint
 from qscaling.data import load_tokens
+from qscaling.model import count_non_embedding_params
+from qscaling.quant.as_trained import load_as_trained
+from qscaling.quant.precision import run_precision_label
 from qscaling.stats import standard_error
 
 
@@ -66,14 +68,11 @@ def evaluate_checkpoint(
     path, tokens: np.ndarray, *, split: str, max_tokens: int | None, batch_size: int = 16, seq_len: int | None = None
 ) -> dict:
     """One tidy row: the checkpoint's metadata (run, N, D, training precision, …) and its loss on `tokens`, scored as
-    the run trained (`load_checkpoint` re-applies its training-time fake quantizers)."""
-    model, metadata = load_checkpoint(path)
+    the run trained (`load_as_trained` re-applies its training-time fake quantizers)."""
+    model, metadata = load_as_trained(path)
     spec = metadata.get("spec", {})
     seq_len = seq_len or spec.get("shape", {}).get("seq_len") or model.config.max_position_embeddings
     result = evaluate_loss(model, tokens, seq_len=seq_len, batch_size=batch_size, max_tokens=max_tokens)
-    from qscaling.model import count_non_embedding_params
-    from qscaling.quant.precision import run_precision_label
-
     return {
         "run": metadata.get("run_id", Path(path).name),
         "size": spec.get("size"),

@@ -4,6 +4,7 @@
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
+from qscaling.quant.precision import is_quantizer_parameter
 from qscaling.shape import ModelShape
 
 
@@ -52,8 +53,6 @@ def build_model(shape: ModelShape, *, seed: int = 0, dropout: float = 0.0) -> Ll
 def count_non_embedding_params(model: torch.nn.Module) -> int:
     """N as defined above, counted on a live model (embedding and LM head excluded, and the steps and clipping
     logits of learned quantizers: a model's N is its architecture's, however it trained)."""
-    from qscaling.quant.learnable import is_quantizer_parameter
-
     excluded = {
         id(p)
         for name, p in model.named_parameters()

@@ -22,6 +22,7 @@ import math
 import os
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +35,8 @@ from qscaling.atomic import atomic_path, write_json
 from qscaling.checkpoint import save_checkpoint
 from qscaling.data import load_tokens
 from qscaling.model import build_model
+from qscaling.quant.precision import is_quantizer_parameter
+from qscaling.quant.qat import apply_training_precision
 from qscaling.runspec import RunSpec
 
 AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -140,8 +143,6 @@ def training_step(model, optimizer, scaler, batch: torch.Tensor, spec: RunSpec) 
 
 
 def make_optimizer(model, spec: RunSpec) -> torch.optim.AdamW:
-    from qscaling.quant.learnable import is_quantizer_parameter
-
     # Weight decay on matrices only (not norm gains), as in nanoGPT and OLMo; nor on learned quantizer steps and
     # clipping logits, which decay would pull towards a zero step / half the absmax range.
     decay, no_decay = [], []
@@ -149,18 +150,6 @@ def make_optimizer(model, spec: RunSpec) -> torch.optim.AdamW:
         (decay if p.dim() >= 2 and not is_quantizer_parameter(name) else no_decay).append(p)
     groups = [{"params": decay, "weight_decay": spec.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
     return torch.optim.AdamW(groups, lr=spec.lr, betas=spec.betas, eps=spec.eps, fused=True)
-
-
-def _state_payload(model, optimizer, step: int, tokens_seen: int, losses: list, spec: RunSpec) -> dict:
-    return {
-        "run_id": spec.run_id,
-        "step": step,
-        "tokens_seen": tokens_seen,
-        "model": model.state_dict(),
-        "optimizer": optimizer.state_dict(),
-        "torch_rng": torch.get_rng_state(),
-        "losses": torch.tensor(losses, dtype=torch.float64),
-    }
 
 
 def save_state(path: Path, payload: dict) -> None:
@@ -182,6 +171,133 @@ def milestone_name(tokens: int) -> str:
     return f"tokens_{tokens:012d}"
 
 
+def _checkpoint_dir(run_dir: Path, milestone: int) -> Path:
+    return run_dir / "checkpoints" / milestone_name(milestone)
+
+
+def _branch_state_path(run_dir: Path, branch_point: int) -> Path:
+    return run_dir / "branches" / f"{milestone_name(branch_point)}.pt"
+
+
+@dataclass
+class _Training:
+    """A run in progress: its model, optimizer and loss scaler, the steps taken and their training losses."""
+
+    spec: RunSpec
+    model: torch.nn.Module
+    optimizer: torch.optim.AdamW
+    scaler: torch.amp.GradScaler
+    step: int = 0
+    losses: list[float] = field(default_factory=list)
+
+    @classmethod
+    def start(cls, spec: RunSpec, device: torch.device) -> "_Training":
+        """The freshly initialised model (with its training precision) and optimizer, at step 0."""
+        model = build_model(spec.shape, seed=spec.seed, dropout=spec.dropout)
+        if spec.training_precision:
+            apply_training_precision(model, spec.training_precision)
+        model.to(device).train()
+        optimizer = make_optimizer(model, spec)
+        return cls(spec, model, optimizer, torch.amp.GradScaler(device.type, enabled=spec.autocast == "fp16"))
+
+    @property
+    def tokens_seen(self) -> int:
+        return self.step * self.spec.tokens_per_step
+
+    def restore(self, state: dict | None) -> None:
+        """Continue from a saved training state, or, with none, seed the run's RNG to start afresh."""
+        if state is None:
+            torch.manual_seed(self.spec.seed)
+            return
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        torch.set_rng_state(state["torch_rng"])
+        self.step, self.losses = state["step"], state["losses"].tolist()
+
+    def state(self) -> dict:
+        """The resumable training state: what `restore` needs to continue bit-identically."""
+        return {
+            "run_id": self.spec.run_id,
+            "step": self.step,
+            "tokens_seen": self.tokens_seen,
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "torch_rng": torch.get_rng_state(),
+            "losses": torch.tensor(self.losses, dtype=torch.float64),
+        }
+
+    def checkpoint_metadata(self, milestone: int) -> dict:
+        return {
+            "run_id": self.spec.run_id,
+            "step": self.step,
+            "tokens_seen": self.tokens_seen,
+            "milestone_tokens": milestone,
+            "train_loss": float(np.mean(self.losses[-20:])),
+            "seed": self.spec.seed,
+            "spec": self.spec.to_dict(),
+        }
+
+
+def _by_step(token_counts: list[int], tokens_per_step: int) -> dict[int, list[int]]:
+    """Token counts by the step that reaches them. They round up to whole steps; several may land on the same step,
+    and each keeps its own name."""
+    by_step = {}
+    for count in sorted(set(token_counts)):
+        by_step.setdefault(math.ceil(count / tokens_per_step), []).append(count)
+    return by_step
+
+
+@dataclass(frozen=True)
+class _Saves:
+    """What a run saves under `run_dir`, and at which steps: milestone checkpoints, the branch points' states for
+    WSD cooldowns, and its resumable state every `state_every_steps` steps and at the end."""
+
+    run_dir: Path
+    milestone_steps: dict[int, list[int]]
+    branch_steps: dict[int, list[int]]
+    state_every_steps: int
+
+    @classmethod
+    def plan(cls, spec: RunSpec, run_dir: Path, milestones, branch_points, state_every_steps: int) -> "_Saves":
+        return cls(
+            run_dir,
+            _by_step([m for m in milestones if m <= spec.total_tokens], spec.tokens_per_step),
+            _by_step([b for b in branch_points if b < spec.total_tokens], spec.tokens_per_step),
+            state_every_steps,
+        )
+
+    @property
+    def state_path(self) -> Path:
+        return self.run_dir / "state.pt"
+
+    def milestones_through(self, step: int) -> list[int]:
+        return [m for s, ms in self.milestone_steps.items() if s <= step for m in ms]
+
+    def unsaved_through(self, step: int) -> list[int]:
+        """The milestones and branch points due by `step` whose checkpoint or state is not on disk."""
+        missed = [m for m in self.milestones_through(step) if not _checkpoint_dir(self.run_dir, m).is_dir()]
+        missed += [
+            b
+            for s, bs in self.branch_steps.items()
+            if s <= step
+            for b in bs
+            if not _branch_state_path(self.run_dir, b).is_file()
+        ]
+        return missed
+
+    def save_due(self, training: _Training) -> None:
+        """Save what falls due at the step `training` has just finished."""
+        for milestone in self.milestone_steps.get(training.step, ()):
+            save_checkpoint(
+                training.model, _checkpoint_dir(self.run_dir, milestone), training.checkpoint_metadata(milestone)
+            )
+        for branch_point in self.branch_steps.get(training.step, ()):
+            (self.run_dir / "branches").mkdir(exist_ok=True)
+            save_state(_branch_state_path(self.run_dir, branch_point), training.state())
+        if training.step % self.state_every_steps == 0 or training.step == training.spec.total_steps:
+            save_state(self.state_path, training.state())
+
+
 def train(
     spec: RunSpec,
     run_dir: str | os.PathLike,
@@ -201,153 +317,133 @@ def train(
     """
     run_dir, device = Path(run_dir), torch.device(device)
     run_dir.mkdir(parents=True, exist_ok=True)
-    tokens = load_tokens(train_tokens)
-    if int(tokens.max(initial=0)) >= spec.shape.vocab_size:
-        raise ValueError(f"{train_tokens}: token id {int(tokens.max())} >= model vocab_size {spec.shape.vocab_size}")
-    model = build_model(spec.shape, seed=spec.seed, dropout=spec.dropout)
-    if spec.training_precision:
-        from qscaling.quant.qat import apply_training_precision
-
-        apply_training_precision(model, spec.training_precision)
-    model.to(device).train()
-    optimizer = make_optimizer(model, spec)
-    scaler = torch.amp.GradScaler(device.type, enabled=spec.autocast == "fp16")
-    step, losses = 0, []
-    state_path = run_dir / "state.pt"
-    # Token counts round up to whole steps; several may land on the same step, and each gets its own name.
-    milestone_steps, branch_steps = {}, {}
-    for m in sorted(set(milestones)):
-        if m <= spec.total_tokens:
-            milestone_steps.setdefault(math.ceil(m / spec.tokens_per_step), []).append(m)
-    for b in sorted(set(branch_points)):
-        if b < spec.total_tokens:
-            branch_steps.setdefault(math.ceil(b / spec.tokens_per_step), []).append(b)
-    state = load_state(state_path, spec.run_id) if state_path.exists() else None
-    if state is not None:
-        missed = [
-            m
-            for s, ms in milestone_steps.items()
-            for m in ms
-            if s <= state["step"] and not (run_dir / "checkpoints" / milestone_name(m)).is_dir()
-        ]
-        missed += [
-            b
-            for s, bs in branch_steps.items()
-            for b in bs
-            if s <= state["step"] and not (run_dir / "branches" / f"{milestone_name(b)}.pt").is_file()
-        ]
-        if missed:
-            # The saved state is past checkpoints asked for since: retrain from the start (same weights, seeded).
-            logging.getLogger(__name__).warning(
-                "run %s: state at step %d is past unsaved milestones %s; training again from the start",
-                spec.run_id,
-                state["step"],
-                missed,
-            )
-            state = None
+    tokens = _load_training_tokens(train_tokens, spec)
+    training = _Training.start(spec, device)
+    saves = _Saves.plan(spec, run_dir, milestones, branch_points, state_every_steps)
+    state = _own_state(spec, saves)
     if state is None and spec.cooldown is not None:
-        if trunk_dir is None:
-            raise ValueError(f"run {spec.run_id}: a cooldown branch needs its trunk's directory")
-        branch_state = Path(trunk_dir) / "branches" / f"{milestone_name(spec.cooldown['start_tokens'])}.pt"
+        branch_state = _trunk_branch_state(spec, trunk_dir)
         trunk_divergence = _trunk_divergence(Path(trunk_dir), branch_state)
         if trunk_divergence is not None:
-            return _record_divergence(run_dir, spec, trunk_divergence, saved={}, before_step=0)
+            return _record_divergence(run_dir, spec, trunk_divergence, milestones=[])
         state = load_state(branch_state, spec.cooldown["trunk"])
-    if state is not None:
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        torch.set_rng_state(state["torch_rng"])
-        step, losses = state["step"], state["losses"].tolist()
-    else:
-        torch.manual_seed(spec.seed)
-
-    def tokens_after(n_steps: int) -> int:
-        return n_steps * spec.tokens_per_step
-
-    (run_dir / "checkpoints").mkdir(exist_ok=True)
-    bar = tqdm(
-        total=spec.total_steps,
-        initial=step,
-        desc=spec.run_id,
-        unit="step",
-        disable=not progress,
-        file=sys.stderr,
-        mininterval=2.0,
-    )
-    started = time.perf_counter()
-    start_step = step
-    while step < spec.total_steps:
-        lr = lr_at(spec, tokens_after(step))
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        try:
-            loss = training_step(model, optimizer, scaler, batch_at(tokens, spec, step).to(device), spec)
-        except NonFiniteLoss as error:
-            bar.close()
-            diverged = {
-                "step": step,
-                "tokens_seen": tokens_after(step),
-                "loss": str(error),
-                "lr": lr,
-                "reason": f"training loss is {error} at step {step} ({tokens_after(step)} tokens)",
-            }
-            return _record_divergence(run_dir, spec, diverged, saved=milestone_steps, before_step=step)
-        step += 1
-        losses.append(loss)
-        bar.update(1)
-        if bar.n % 10 == 0:
-            elapsed = time.perf_counter() - started
-            bar.set_postfix(loss=f"{losses[-1]:.3f}", tok_s=f"{tokens_after(step - start_step) / elapsed:,.0f}")
-        for milestone in milestone_steps.get(step, ()):
-            metadata = {
-                "run_id": spec.run_id,
-                "step": step,
-                "tokens_seen": tokens_after(step),
-                "milestone_tokens": milestone,
-                "train_loss": float(np.mean(losses[-20:])),
-                "seed": spec.seed,
-                "spec": spec.to_dict(),
-            }
-            save_checkpoint(model, run_dir / "checkpoints" / milestone_name(milestone), metadata)
-        for branch_point in branch_steps.get(step, ()):
-            (run_dir / "branches").mkdir(exist_ok=True)
-            save_state(
-                run_dir / "branches" / f"{milestone_name(branch_point)}.pt",
-                _state_payload(model, optimizer, step, tokens_after(step), losses, spec),
-            )
-        if step % state_every_steps == 0 or step == spec.total_steps:
-            save_state(state_path, _state_payload(model, optimizer, step, tokens_after(step), losses, spec))
-    bar.close()
-    summary = {
-        "run_id": spec.run_id,
-        "spec": spec.to_dict(),
-        "steps": step,
-        "tokens_seen": tokens_after(step),
-        "final_train_loss": float(np.mean(losses[-20:])) if losses else None,
-        "checkpoints": {str(m): f"checkpoints/{milestone_name(m)}" for ms in milestone_steps.values() for m in ms},
-        "train_loss_curve": [[tokens_after(i + 1), loss] for i, loss in enumerate(losses)][
-            :: max(1, len(losses) // 200)
-        ],
-    }
+    training.restore(state)
+    diverged = _train_steps(training, tokens, device, saves, progress)
+    saved = saves.milestones_through(training.step)
+    if diverged is not None:
+        return _record_divergence(run_dir, spec, diverged, milestones=saved)
+    summary = _run_summary(spec, training.step, training.losses, saved)
     write_json(run_dir / "run.json", summary)
     return summary
 
 
-def _record_divergence(run_dir: Path, spec: RunSpec, diverged: dict, *, saved: dict, before_step: int) -> dict:
-    """Write the run.json of a run that diverged: its `diverged` record and the checkpoints saved before it."""
-    logging.getLogger(__name__).warning("run %s diverged: %s", spec.run_id, diverged["reason"])
+def _load_training_tokens(path: str | os.PathLike, spec: RunSpec) -> np.ndarray:
+    tokens = load_tokens(path)
+    if int(tokens.max(initial=0)) >= spec.shape.vocab_size:
+        raise ValueError(f"{path}: token id {int(tokens.max())} >= model vocab_size {spec.shape.vocab_size}")
+    return tokens
+
+
+def _own_state(spec: RunSpec, saves: _Saves) -> dict | None:
+    """The run's saved state, unless there is none or it is past milestones asked for since it was saved."""
+    if not saves.state_path.exists():
+        return None
+    state = load_state(saves.state_path, spec.run_id)
+    missed = saves.unsaved_through(state["step"])
+    if missed:
+        # The saved state is past checkpoints asked for since: retrain from the start (same weights, seeded).
+        logging.getLogger(__name__).warning(
+            "run %s: state at step %d is past unsaved milestones %s; training again from the start",
+            spec.run_id,
+            state["step"],
+            missed,
+        )
+        return None
+    return state
+
+
+def _trunk_branch_state(spec: RunSpec, trunk_dir: str | os.PathLike | None) -> Path:
+    """Where the trunk of cooldown branch `spec` saves the state the branch starts from."""
+    if trunk_dir is None:
+        raise ValueError(f"run {spec.run_id}: a cooldown branch needs its trunk's directory")
+    return _branch_state_path(Path(trunk_dir), spec.cooldown["start_tokens"])
+
+
+def _train_steps(
+    training: _Training, tokens: np.ndarray, device: torch.device, saves: _Saves, progress: bool
+) -> dict | None:
+    """Train on to `total_steps`, saving as due; returns the divergence record if the loss turns non-finite."""
+    spec = training.spec
+    (saves.run_dir / "checkpoints").mkdir(exist_ok=True)
+    with _progress_bar(spec, training.step, progress) as bar:
+        started, start_step = time.perf_counter(), training.step
+        while training.step < spec.total_steps:
+            lr = lr_at(spec, training.tokens_seen)
+            for group in training.optimizer.param_groups:
+                group["lr"] = lr
+            batch = batch_at(tokens, spec, training.step).to(device)
+            try:
+                loss = training_step(training.model, training.optimizer, training.scaler, batch, spec)
+            except NonFiniteLoss as error:
+                return _divergence_record(training, lr, error)
+            training.step += 1
+            training.losses.append(loss)
+            bar.update(1)
+            if bar.n % 10 == 0:
+                tokens_per_s = (training.step - start_step) * spec.tokens_per_step / (time.perf_counter() - started)
+                bar.set_postfix(loss=f"{loss:.3f}", tok_s=f"{tokens_per_s:,.0f}")
+            saves.save_due(training)
+    return None
+
+
+def _progress_bar(spec: RunSpec, step: int, shown: bool) -> tqdm:
+    return tqdm(
+        total=spec.total_steps,
+        initial=step,
+        desc=spec.run_id,
+        unit="step",
+        disable=not shown,
+        file=sys.stderr,
+        mininterval=2.0,
+    )
+
+
+def _divergence_record(training: _Training, lr: float, loss: NonFiniteLoss) -> dict:
+    step, tokens_seen = training.step, training.tokens_seen
+    return {
+        "step": step,
+        "tokens_seen": tokens_seen,
+        "loss": str(loss),
+        "lr": lr,
+        "reason": f"training loss is {loss} at step {step} ({tokens_seen} tokens)",
+    }
+
+
+def _run_summary(
+    spec: RunSpec, steps: int, losses: list[float], milestones: list[int], diverged: dict | None = None
+) -> dict:
+    """What `run.json` holds: the run, how far it got, its checkpoints and its training-loss curve (at most ~200
+    points); a diverged run also holds its `diverged` record."""
     summary = {
         "run_id": spec.run_id,
         "spec": spec.to_dict(),
-        "steps": diverged.get("step", 0),
-        "tokens_seen": diverged.get("tokens_seen", 0),
-        "final_train_loss": None,
-        "diverged": diverged,
-        "checkpoints": {
-            str(m): f"checkpoints/{milestone_name(m)}" for s, ms in saved.items() if s <= before_step for m in ms
-        },
-        "train_loss_curve": [],
+        "steps": steps,
+        "tokens_seen": steps * spec.tokens_per_step,
+        "final_train_loss": float(np.mean(losses[-20:])) if losses else None,
     }
+    if diverged is not None:
+        summary["diverged"] = diverged
+    summary["checkpoints"] = {str(m): f"checkpoints/{milestone_name(m)}" for m in milestones}
+    curve = [[(i + 1) * spec.tokens_per_step, loss] for i, loss in enumerate(losses)]
+    summary["train_loss_curve"] = curve[:: max(1, len(losses) // 200)]
+    return summary
+
+
+def _record_divergence(run_dir: Path, spec: RunSpec, diverged: dict, *, milestones: list[int]) -> dict:
+    """Write the run.json of a run that diverged: its `diverged` record and the checkpoints saved before it; no
+    training loss."""
+    logging.getLogger(__name__).warning("run %s diverged: %s", spec.run_id, diverged["reason"])
+    summary = _run_summary(spec, diverged.get("step", 0), [], milestones, diverged)
     write_json(run_dir / "run.json", summary)
     return summary
 

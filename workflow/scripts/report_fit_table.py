@@ -5,8 +5,8 @@ from qscaling.worker import delegate
 delegate()  # run in the warm worker of `qscaling run` when there is one
 
 from qscaling.atomic import write_csv
-from qscaling.diff import fits_table
 from qscaling.provenance import job_context
+from qscaling.report import fits_table
 
 with job_context(snakemake):
     table = fits_table(snakemake.input.fits)

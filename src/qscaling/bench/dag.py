@@ -9,7 +9,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from qscaling.diff import diff_trees
+from qscaling.diff.trees import diff_trees
 from qscaling.runner import snakemake_command
 
 

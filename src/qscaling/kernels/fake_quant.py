@@ -68,6 +68,98 @@ def _round_magnitude(a, index, key, ROUNDING: tl.constexpr):
 
 
 @triton.jit
+def _fp_scale(finite, FP_MAX: tl.constexpr, MAX_EXPONENT: tl.constexpr, FP_SCALE: tl.constexpr):
+    """Each row's FP scale (fp32: FP_MAX / amax; pow2: that truncated to a power of two; e8m0 below); 1 where the
+    row is all zero."""
+    amax = tl.max(tl.abs(finite), axis=1)
+    if FP_SCALE == 2:
+        # e8m0: 2^(MAX_EXPONENT - floor(log2 amax)), exponent read from the bits (subnormals widened).
+        subnormal = amax < 1.1754943508222875e-38
+        widened = tl.where(subnormal, amax * 18446744073709551616.0, amax)
+        log2 = ((_bits(widened) >> 23) & 0xFF).to(tl.int32) - 127 - tl.where(subnormal, 64, 0)
+        exponent = tl.minimum(tl.maximum(MAX_EXPONENT - log2, -127), 127)
+        normal = _float(((tl.maximum(exponent, -126) + 127) << 23).to(tl.uint32))
+        scale = tl.where(exponent == -127, 5.877471754111438e-39, normal)
+    else:
+        scale = tl.div_rn(tl.full(amax.shape, FP_MAX, tl.float32), amax)
+        scale = tl.where(scale > 3.4028234663852886e38, 3.4028234663852886e38, scale)
+        if FP_SCALE == 1:
+            scale = _float(_bits(tl.where(scale < 1.1754943508222875e-38, 1.1754943508222875e-38, scale)) & 0x7F800000)
+    return tl.where(amax > 0.0, scale, 1.0)
+
+
+@triton.jit
+def _symmetric_int_scale(finite, DIVISOR: tl.constexpr):
+    """Each row's scale amax / DIVISOR, at least the smallest normal float32."""
+    amax = tl.max(tl.abs(finite), axis=1)
+    scale = tl.div_rn(amax, tl.full(amax.shape, DIVISOR, tl.float32))
+    return tl.where(scale < 1.1754943508222875e-38, 1.1754943508222875e-38, scale)
+
+
+@triton.jit
+def _asymmetric_int_scale(finite, mask, index, key, DIVISOR: tl.constexpr, Q_MAX: tl.constexpr):
+    """Each row's (scale, zero point) over the range [min(x, 0), max(x, 0)]; the zero point rounded half to even and
+    clamped to [0, Q_MAX]."""
+    low = tl.minimum(tl.min(tl.where(mask, finite, 0.0), axis=1), 0.0)
+    high = tl.maximum(tl.max(tl.where(mask, finite, 0.0), axis=1), 0.0)
+    scale = tl.div_rn(high - low, tl.full(high.shape, DIVISOR, tl.float32))
+    scale = tl.where(scale < 1.1754943508222875e-38, 1.1754943508222875e-38, scale)
+    zero_float = tl.div_rn(-low, scale)
+    zero = _copysign(_round_magnitude(tl.abs(zero_float), index, key, 0), zero_float)
+    zero = tl.minimum(tl.maximum(zero, 0.0), Q_MAX * 1.0)
+    return scale, zero
+
+
+@triton.jit
+def _fake_quant_fp(
+    x,
+    scale,
+    index,
+    key,
+    ROUNDING: tl.constexpr,
+    FP_MAX: tl.constexpr,
+    MIN_NORMAL: tl.constexpr,
+    ULP_FACTOR: tl.constexpr,
+    OVERFLOW_INF: tl.constexpr,
+):
+    """x scaled, rounded to the FP format's grid (its ulp in each binade), saturated or overflowed, unscaled."""
+    scaled = x * scale
+    magnitude = tl.abs(scaled)
+    magnitude = tl.where(magnitude > 3.4028234663852886e38, 3.4028234663852886e38, magnitude)
+    binade = _float(_bits(magnitude) & 0x7F800000)
+    ulp = tl.where(binade < MIN_NORMAL, MIN_NORMAL, binade) * ULP_FACTOR
+    rounded = _round_magnitude(tl.div_rn(magnitude, ulp), index, key, ROUNDING) * ulp
+    if OVERFLOW_INF:
+        rounded = tl.where(rounded > FP_MAX, float("inf"), rounded)
+    else:
+        rounded = tl.where(rounded > FP_MAX, FP_MAX, rounded)
+    rounded = tl.where(magnitude != magnitude, magnitude, rounded)
+    return tl.div_rn(_copysign(rounded, scaled), scale)
+
+
+@triton.jit
+def _fake_quant_int(
+    x,
+    scale,
+    zero,
+    index,
+    key,
+    ROUNDING: tl.constexpr,
+    Q_MIN: tl.constexpr,
+    Q_MAX: tl.constexpr,
+    MULINV: tl.constexpr,
+):
+    """x divided by its scale (or times its reciprocal), rounded to a code, clamped to [Q_MIN, Q_MAX], dequantized."""
+    if MULINV:
+        scaled = x * tl.div_rn(tl.full(scale.shape, 1.0, tl.float32), scale)
+    else:
+        scaled = tl.div_rn(x, scale)
+    codes = _copysign(_round_magnitude(tl.abs(scaled), index, key, ROUNDING), scaled) + zero
+    codes = tl.where(codes != codes, codes, tl.minimum(tl.maximum(codes, Q_MIN * 1.0), Q_MAX * 1.0))
+    return (codes - zero) * scale
+
+
+@triton.jit
 def _fake_quant_kernel(
     x_ptr,
     out_ptr,
@@ -93,6 +185,7 @@ def _fake_quant_kernel(
     FP_SCALE: tl.constexpr,
     OVERFLOW_INF: tl.constexpr,
 ):
+    """One tile of ROWS groups by BLOCK columns: each group's scale (given, or computed here), then its values."""
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     mask = (rows[:, None] < n_rows) & (cols[None, :] < row_length)
@@ -103,60 +196,19 @@ def _fake_quant_kernel(
         scale = tl.load(scale_ptr + rows, mask=rows < n_rows, other=1.0)
         zero = tl.load(zero_ptr + rows, mask=rows < n_rows, other=0.0)
     elif IS_FP:
-        amax = tl.max(tl.abs(finite), axis=1)
-        if FP_SCALE == 2:
-            # e8m0: 2^(MAX_EXPONENT - floor(log2 amax)), exponent read from the bits (subnormals widened).
-            subnormal = amax < 1.1754943508222875e-38
-            widened = tl.where(subnormal, amax * 18446744073709551616.0, amax)
-            log2 = ((_bits(widened) >> 23) & 0xFF).to(tl.int32) - 127 - tl.where(subnormal, 64, 0)
-            exponent = tl.minimum(tl.maximum(MAX_EXPONENT - log2, -127), 127)
-            normal = _float(((tl.maximum(exponent, -126) + 127) << 23).to(tl.uint32))
-            scale = tl.where(exponent == -127, 5.877471754111438e-39, normal)
-        else:
-            scale = tl.div_rn(tl.full(amax.shape, FP_MAX, tl.float32), amax)
-            scale = tl.where(scale > 3.4028234663852886e38, 3.4028234663852886e38, scale)
-            if FP_SCALE == 1:
-                scale = _float(
-                    _bits(tl.where(scale < 1.1754943508222875e-38, 1.1754943508222875e-38, scale)) & 0x7F800000
-                )
-        scale = tl.where(amax > 0.0, scale, 1.0)
+        scale = _fp_scale(finite, FP_MAX, MAX_EXPONENT, FP_SCALE)
         zero = tl.zeros_like(scale)
     elif SYMMETRIC:
-        amax = tl.max(tl.abs(finite), axis=1)
-        scale = tl.div_rn(amax, tl.full(amax.shape, DIVISOR, tl.float32))
-        scale = tl.where(scale < 1.1754943508222875e-38, 1.1754943508222875e-38, scale)
+        scale = _symmetric_int_scale(finite, DIVISOR)
         zero = tl.zeros_like(scale)
     else:
-        low = tl.minimum(tl.min(tl.where(mask, finite, 0.0), axis=1), 0.0)
-        high = tl.maximum(tl.max(tl.where(mask, finite, 0.0), axis=1), 0.0)
-        scale = tl.div_rn(high - low, tl.full(high.shape, DIVISOR, tl.float32))
-        scale = tl.where(scale < 1.1754943508222875e-38, 1.1754943508222875e-38, scale)
-        zero_float = tl.div_rn(-low, scale)
-        zero = _copysign(_round_magnitude(tl.abs(zero_float), index, key, 0), zero_float)
-        zero = tl.minimum(tl.maximum(zero, 0.0), Q_MAX * 1.0)
+        scale, zero = _asymmetric_int_scale(finite, mask, index, key, DIVISOR, Q_MAX)
     scale = scale[:, None]
     zero = zero[:, None]
     if IS_FP:
-        scaled = x * scale
-        magnitude = tl.abs(scaled)
-        magnitude = tl.where(magnitude > 3.4028234663852886e38, 3.4028234663852886e38, magnitude)
-        binade = _float(_bits(magnitude) & 0x7F800000)
-        ulp = tl.where(binade < MIN_NORMAL, MIN_NORMAL, binade) * ULP_FACTOR
-        rounded = _round_magnitude(tl.div_rn(magnitude, ulp), index, key, ROUNDING) * ulp
-        if OVERFLOW_INF:
-            rounded = tl.where(rounded > FP_MAX, float("inf"), rounded)
-        else:
-            rounded = tl.where(rounded > FP_MAX, FP_MAX, rounded)
-        rounded = tl.where(magnitude != magnitude, magnitude, rounded)
-        out = tl.div_rn(_copysign(rounded, scaled), scale)
+        out = _fake_quant_fp(x, scale, index, key, ROUNDING, FP_MAX, MIN_NORMAL, ULP_FACTOR, OVERFLOW_INF)
     else:
-        if MULINV:
-            scaled = x * tl.div_rn(tl.full(scale.shape, 1.0, tl.float32), scale)
-        else:
-            scaled = tl.div_rn(x, scale)
-        codes = _copysign(_round_magnitude(tl.abs(scaled), index, key, ROUNDING), scaled) + zero
-        codes = tl.where(codes != codes, codes, tl.minimum(tl.maximum(codes, Q_MIN * 1.0), Q_MAX * 1.0))
-        out = (codes - zero) * scale
+        out = _fake_quant_int(x, scale, zero, index, key, ROUNDING, Q_MIN, Q_MAX, MULINV)
     tl.store(out_ptr + index, out, mask=mask)
 
 

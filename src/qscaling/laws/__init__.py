@@ -11,7 +11,10 @@ import json
 from pathlib import Path
 
 from qscaling.laws import baseline, chen2025, kumar2024, ouyang2024, sun2025
-from qscaling.laws.core import Fit, Law, PaperParams, Param, compare_sources, fit, profile, start_grid, start_sample
+from qscaling.laws.fitter import fit, profile
+from qscaling.laws.law import Law, PaperParams, Param
+from qscaling.laws.result import Fit, compare_sources
+from qscaling.laws.starts import start_grid, start_sample
 
 LAWS: dict[str, Law] = {
     law.name: law

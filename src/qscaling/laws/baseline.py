@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from qscaling.laws.core import Law, PaperParams, Param
+from qscaling.laws.law import Law, PaperParams, Param
 
 # Start ranges follow Besiroglu et al. (2024): a, b = log A, log B in [0, 25], e = log E in [-1, 1],
 # exponents in [0, 2] (we start just above 0: an exponent of exactly 0 makes a term flat in its input).

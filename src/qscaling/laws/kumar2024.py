@@ -9,7 +9,7 @@ import numpy as np
 from scipy.optimize import brentq, minimize_scalar
 
 from qscaling.laws.baseline import KUMAR2024_CHINCHILLA
-from qscaling.laws.core import DEGRADATION_HUBER_DELTA, Law, PaperParams, Param
+from qscaling.laws.law import DEGRADATION_HUBER_DELTA, Law, PaperParams, Param
 
 TENSORS = ("w", "a", "kv")  # weights, activations, KV cache — each with its own γ_x and offset n_x
 COMPUTE_PER_BIT = 6 / 16  # C = (6/16)·N·D·P: 6ND FLOPs at 16 bits, scaled linearly in bits (Sec. 4.3)

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from qscaling.laws.core import DEGRADATION_HUBER_DELTA, Law, PaperParams, Param
+from qscaling.laws.law import DEGRADATION_HUBER_DELTA, Law, PaperParams, Param
 
 UNIFIED_CONSTANTS = {"k": 0.017, "alpha": 0.2261, "beta": 0.5251, "gamma": 5.4967}  # Sec. 4.4, Eq. 4
 # One-factor exponents (Sec. 4.1–4.3); their scale factors are not reported.

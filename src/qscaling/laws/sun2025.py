@@ -9,7 +9,7 @@ import math
 import numpy as np
 from scipy.optimize import minimize_scalar
 
-from qscaling.laws.core import Law, PaperParams, Param
+from qscaling.laws.law import Law, PaperParams, Param
 
 COMPUTE_PER_BIT = 6 / 16  # C = k·P·N·D with k = 6/16 (Sec. 5)
 CHANNELWISE_LOG2_BLOCK = 13.1567  # channel-wise scaling behaves like a block of 2^13.1567 elements (Sec. 4)

@@ -8,7 +8,7 @@ import itertools
 import numpy as np
 import pandas as pd
 
-from qscaling.laws.core import Law
+from qscaling.laws.law import Law
 from qscaling.laws.sun2025 import CHANNELWISE_LOG2_BLOCK
 
 _CHANNEL = 2.0**CHANNELWISE_LOG2_BLOCK

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from qscaling.laws.core import Law
+from qscaling.laws.law import Law
 
 READERS = {
     ".csv": pd.read_csv,

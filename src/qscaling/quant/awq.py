@@ -71,14 +71,19 @@ def _block_error(outputs, references) -> float:
     return float(sum(((o.float() - r.float()) ** 2).mean() for o, r in zip(outputs, references)) / len(references))
 
 
+def check_grid_points(grid_points: int) -> None:
+    """A ValueError unless the α grid has at least one point."""
+    if grid_points < 1:
+        raise ValueError(f"grid_points: got {grid_points}, must be ≥ 1")
+
+
 def awq_scale_block(model, block, run_block, spec, *, consumers_selected, grid_points=DEFAULT_GRID_POINTS):
     """Search and fold AWQ scales for every foldable Linear group of one decoder block (in place).
 
     `run_block(block)` returns the block's outputs over the calibration batches; `consumers_selected(path)`
     says whether the Linear at `path` (relative to the block) is being quantized. Returns {consumer: α}.
     """
-    if grid_points < 1:
-        raise ValueError(f"grid_points: got {grid_points}, must be ≥ 1")
+    check_grid_points(grid_points)
     folds = [f for f in model_layout(model).scale_folds if all(consumers_selected(c) for c in f.consumers)]
     mean_abs = _mean_abs_inputs(block, [fold.consumers[0] for fold in folds], run_block)
     references = run_block(block)

@@ -5,11 +5,15 @@ DIR through `qscaling.checkpoint.save_checkpoint` (a temporary directory renamed
 leaves nothing half-written). The source's `qscaling.json` metadata is kept and gains a `quantization`
 entry: method, spec, options, calibration (file, sha256, sequences, length, seed), seconds, and the sha256
 of every source file. Weight-only results load with plain transformers; W8A8 needs
-`qscaling.quant.ptq.load_quantized_model` to re-apply its run-time activation quantization.
+`qscaling.quant.as_trained.load_quantized_model` to re-apply its run-time activation quantization.
 """
 
 from pathlib import Path
 
+from qscaling.checkpoint import save_checkpoint
+from qscaling.data import load_tokens
+from qscaling.data.fetch import sha256_file
+from qscaling.quant.as_trained import load_as_trained
 from qscaling.quant.precision import ROLES
 from qscaling.quant.ptq import (
     CALIBRATED_METHODS,
@@ -19,6 +23,7 @@ from qscaling.quant.ptq import (
     DEFAULT_ROLES,
     METHODS,
     QUANTIZATION_KEY,
+    quantization_config,
     quantize_model,
     sample_calibration,
 )
@@ -47,14 +52,10 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from qscaling.checkpoint import load_checkpoint, save_checkpoint
-    from qscaling.data import load_tokens
-    from qscaling.data.fetch import sha256_file
-
     if args.method in CALIBRATED_METHODS and args.calib is None:
         raise ValueError(f"--calib: method {args.method!r} needs a calibration token file, got none")
     roles = tuple(role for role in args.roles.split(",") if role)
-    model, source_metadata = load_checkpoint(args.checkpoint)
+    model, source_metadata = load_as_trained(args.checkpoint)
     calib_tokens = None
     calibration = None
     if args.calib is not None and args.method in CALIBRATED_METHODS:
@@ -68,22 +69,21 @@ def run(args) -> int:
             "seq_len": seq_len,
             "seed": args.calib_seed,
         }
-    metadata = quantize_model(
-        model,
+    config = quantization_config(
         args.method,
         args.spec,
-        calib_tokens=calib_tokens,
         roles=roles,
-        batch_size=args.batch_size,
-        gptq_block_size=args.block_size,
-        gptq_damp=args.damp,
-        gptq_act_order=args.act_order,
-        gptq_static_groups=args.static_groups,
-        gptq_true_sequential=args.true_sequential,
-        awq_grid_points=args.grid_points,
-        activation_spec=args.activation_spec,
-        outlier_threshold=args.outlier_threshold,
+        gptq={
+            "block_size": args.block_size,
+            "damp": args.damp,
+            "act_order": args.act_order,
+            "static_groups": args.static_groups,
+            "true_sequential": args.true_sequential,
+        },
+        awq={"grid_points": args.grid_points},
+        w8a8={"activation_spec": args.activation_spec, "outlier_threshold": args.outlier_threshold},
     )
+    metadata = quantize_model(model, config, calib_tokens, batch_size=args.batch_size)
     if calibration is not None:
         metadata["calibration"] = calibration
     metadata["source"] = {

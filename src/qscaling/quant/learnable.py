@@ -32,14 +32,7 @@ from qscaling.quant.int_format import FLOAT32_TINY
 from qscaling.quant.reference import from_groups, group_size_along_rows, to_groups
 from qscaling.quant.rounding import round_signed, uniform_like
 
-# The nn.Parameter each learned quantizer registers on its Linear (so `weight_step` sits next to `weight`).
-PARAMETER_NAMES = {"lsq": "weight_step", "lwc": "weight_clip_logit", "lac": "input_clip_logit"}
 INITIAL_CLIP_LOGIT = 4.0  # sigmoid(4) ≈ 0.982: start just inside absmax (OmniQuant's init)
-
-
-def is_quantizer_parameter(name: str) -> bool:
-    """Whether a (dotted) parameter name is a learned quantizer's step or clipping logit."""
-    return name.rsplit(".", 1)[-1] in PARAMETER_NAMES.values()
 
 
 def _grouped(x: torch.Tensor, spec) -> torch.Tensor:

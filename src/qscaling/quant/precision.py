@@ -1,6 +1,7 @@
 """The training-precision vocabulary, without torch: a `training_precision` block's fields, the roles and
-learned quantizers it names, its canonical form and its labels. Run ids and checkpoint labels are computed from
-these while the DAG is built, which must not pay for importing torch; `qscaling.quant.qat` applies them.
+learned quantizers it names (and the parameters these register), its canonical form and its labels. Run ids and
+checkpoint labels are computed from these while the DAG is built, which must not pay for importing torch;
+`qscaling.quant.qat` applies them.
 """
 
 from qscaling.quant.spec import parse_spec
@@ -8,6 +9,8 @@ from qscaling.quant.spec import parse_spec
 ROLES = ("qkv", "o", "fc1", "fc2", "lm_head")  # where a Linear sits: qscaling.quant.roles
 WEIGHT_QUANTIZERS = ("absmax", "lsq", "lwc")  # implemented in qscaling.quant.learnable
 ACTIVATION_QUANTIZERS = ("absmax", "lac")
+# The nn.Parameter each learned quantizer registers on its Linear (so `weight_step` sits next to `weight`).
+QUANTIZER_PARAMETER_NAMES = {"lsq": "weight_step", "lwc": "weight_clip_logit", "lac": "input_clip_logit"}
 
 TENSOR_FIELDS = (
     "weights",
@@ -26,6 +29,11 @@ QUANTIZER_ATTRIBUTES = {"weights": "weight_quantizer", "activations": "activatio
 # The backward field that would re-quantize the latent tensor a learned quantizer stands for.
 LATENT_REQUANTIZED = {"weights": "backward_weight", "activations": "backward_activation"}
 FIELDS = (*TENSOR_FIELDS, "ste", "exclude", "overrides", "quantizer", "grad_output_gemms")
+
+
+def is_quantizer_parameter(name: str) -> bool:
+    """Whether a (dotted) parameter name is a learned quantizer's step or clipping logit."""
+    return name.rsplit(".", 1)[-1] in QUANTIZER_PARAMETER_NAMES.values()
 
 
 def _canonical_spec(value, where: str) -> str | None:

@@ -1,6 +1,7 @@
 """Model-level post-training quantization: RTN, GPTQ, AWQ and W8A8 over every Linear of a causal LM.
 
-`quantize_model(model, method, spec, calib_tokens=...)` quantizes in place and returns JSON-able metadata.
+`quantize_model(model, config, calib_tokens)` quantizes in place as a method's config says (`RTN`, `GPTQ`, `AWQ`,
+`W8A8`; `quantization_config` builds one from names) and returns JSON-able metadata.
 Calibration-based methods (GPTQ, AWQ) run block by block: the inputs of block 0 are captured once, each
 block is processed, and its outputs become the next block's inputs (GPTQ: outputs of the *quantized* block,
 as in the reference `opt_sequential`; AWQ: outputs of the scaled full-precision block, as in llm-awq).
@@ -14,14 +15,21 @@ run's; AWQ leaves unscaled (plain RTN) every Linear whose scale would pass throu
 
 import time
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import torch
 from torch import nn
 
-from qscaling.quant import parse_spec
-from qscaling.quant.awq import DEFAULT_GRID_POINTS, awq_scale_block
-from qscaling.quant.gptq import DEFAULT_BLOCK_SIZE, DEFAULT_DAMP, HessianAccumulator, gptq_quantize_weight
+from qscaling.quant import QuantSpec, parse_spec
+from qscaling.quant.awq import DEFAULT_GRID_POINTS, awq_scale_block, check_grid_points
+from qscaling.quant.gptq import (
+    DEFAULT_BLOCK_SIZE,
+    DEFAULT_DAMP,
+    HessianAccumulator,
+    check_gptq_options,
+    gptq_quantize_weight,
+)
 from qscaling.quant.precision import ROLES
 from qscaling.quant.qat import (
     QuantizedTrainingLinear,
@@ -32,16 +40,116 @@ from qscaling.quant.qat import (
 )
 from qscaling.quant.roles import BLOCK_ROLE_ORDER, decoder_blocks, linear_sites, model_layout, untie_lm_head
 from qscaling.quant.rtn import rtn_quantize_linear
-from qscaling.quant.w8a8 import DEFAULT_ACTIVATION_SPEC, quantize_linear_inputs
+from qscaling.quant.w8a8 import DEFAULT_ACTIVATION_SPEC, check_outlier_threshold, quantize_linear_inputs
 
-METHODS = ("rtn", "gptq", "awq", "w8a8")
-CALIBRATED_METHODS = ("gptq", "awq")
 DEFAULT_ROLES = ("qkv", "o", "fc1", "fc2")  # lm_head stays full precision, as in GPTQ / AWQ / Kumar et al.
 # GPTQ paper, Sec. 5 "Calibration data": 128 random 2048-token segments.
 DEFAULT_CALIBRATION_SEQUENCES = 128
 DEFAULT_CALIBRATION_LENGTH = 2048
 DEFAULT_CALIBRATION_SEED = 0
 QUANTIZATION_KEY = "quantization"  # the entry `qscaling quantize` adds to a checkpoint's qscaling.json
+
+
+@dataclass(frozen=True)
+class QuantizationConfig:
+    """What every method's config has: the weight `spec` (a QuantSpec or its string) and the `roles` of the Linears
+    it quantizes (`precision.ROLES`)."""
+
+    spec: QuantSpec
+    roles: tuple[str, ...] = DEFAULT_ROLES
+    method: ClassVar[str]  # its name in `METHODS` and in the metadata
+    calibrated: ClassVar[bool] = False  # whether the method needs calibration tokens
+
+    def __post_init__(self):
+        unknown_roles = sorted(set(self.roles) - set(ROLES))
+        if unknown_roles:
+            raise ValueError(f"roles: got {unknown_roles}, valid: {', '.join(ROLES)}")
+        object.__setattr__(self, "roles", tuple(sorted(self.roles, key=ROLES.index)))
+        object.__setattr__(self, "spec", parse_spec(self.spec))
+
+
+@dataclass(frozen=True)
+class RTN(QuantizationConfig):
+    """Round-to-nearest of each selected Linear's weights, no data."""
+
+    method: ClassVar[str] = "rtn"
+
+
+@dataclass(frozen=True)
+class GPTQ(QuantizationConfig):
+    """GPTQ (`qscaling.quant.gptq`), block by block on calibration data; `true_sequential` re-runs the block after
+    each role (`roles.BLOCK_ROLE_ORDER`) so later roles see the earlier ones quantized."""
+
+    block_size: int = DEFAULT_BLOCK_SIZE  # lazy-batch width in columns
+    damp: float = DEFAULT_DAMP  # a fraction of mean(diag H)
+    act_order: bool = False  # quantize columns by descending H_ii
+    static_groups: bool = False  # group qparams from the original weights
+    true_sequential: bool = False
+    method: ClassVar[str] = "gptq"
+    calibrated: ClassVar[bool] = True
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_gptq_options(self.spec, block_size=self.block_size)
+
+    @property
+    def weight_options(self) -> dict:
+        """The keyword arguments of `gptq_quantize_weight`."""
+        return {
+            "block_size": self.block_size,
+            "damp": self.damp,
+            "act_order": self.act_order,
+            "static_groups": self.static_groups,
+        }
+
+
+@dataclass(frozen=True)
+class AWQ(QuantizationConfig):
+    """AWQ (`qscaling.quant.awq`): per-channel scales searched over `grid_points` values of α on calibration
+    data, then RTN."""
+
+    grid_points: int = DEFAULT_GRID_POINTS
+    method: ClassVar[str] = "awq"
+    calibrated: ClassVar[bool] = True
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_grid_points(self.grid_points)
+
+
+@dataclass(frozen=True)
+class W8A8(QuantizationConfig):
+    """RTN weights, and the inputs of the same Linears fake-quantized at run time at `activation_spec` (a QuantSpec
+    or its string; per-token INT8 by default), input columns with |x| > `outlier_threshold` kept in full precision
+    when given (LLM.int8's 6.0)."""
+
+    activation_spec: QuantSpec = DEFAULT_ACTIVATION_SPEC
+    outlier_threshold: float | None = None
+    method: ClassVar[str] = "w8a8"
+
+    def __post_init__(self):
+        super().__post_init__()
+        object.__setattr__(self, "activation_spec", parse_spec(self.activation_spec))
+        check_outlier_threshold(self.outlier_threshold)
+
+
+CONFIGS = {config.method: config for config in (RTN, GPTQ, AWQ, W8A8)}
+METHODS = tuple(CONFIGS)
+CALIBRATED_METHODS = tuple(method for method, config in CONFIGS.items() if config.calibrated)
+
+
+def quantization_config(method: str, spec, *, roles=DEFAULT_ROLES, **method_options: dict) -> QuantizationConfig:
+    """The config of `method` at weight `spec`, for callers that hold names (a study's grid, the command line).
+
+    `method_options` gives each method's own options under its name, e.g. `gptq={"damp": 0.02}`; only those of
+    `method` are used, so one call can carry every method's.
+    """
+    if method not in CONFIGS:
+        raise ValueError(f"method: got {method!r}, valid: {', '.join(METHODS)}")
+    unknown = sorted(set(method_options) - set(CONFIGS))
+    if unknown:
+        raise TypeError(f"method options: got {unknown}, valid: {', '.join(METHODS)}")
+    return CONFIGS[method](spec, roles, **method_options.get(method, {}))
 
 
 def sample_calibration(tokens: np.ndarray, n_sequences: int, seq_len: int, seed: int) -> torch.Tensor:
@@ -123,13 +231,14 @@ def _accumulate_hessians(modules: dict[str, nn.Linear], run_forward) -> dict[str
     return accumulators
 
 
-def _gptq_model(model, spec, sites, calls, calibration, *, true_sequential, **gptq_options) -> dict[str, float]:
+def _gptq_model(model, config: GPTQ, sites, calls, batches) -> dict[str, float]:
     """GPTQ every selected Linear, block by block; returns each layer's Hessian-weighted error."""
+    spec, options = config.spec, config.weight_options
     losses = {}
     hiddens = [call.hidden for call in calls]
     for index, block in enumerate(decoder_blocks(model)):
         block_sites = [site for site in sites if site.block == index]
-        if true_sequential:
+        if config.true_sequential:
             stages = [[site for site in block_sites if site.role == role] for role in BLOCK_ROLE_ORDER]
         else:
             stages = [block_sites]
@@ -138,14 +247,14 @@ def _gptq_model(model, spec, sites, calls, calibration, *, true_sequential, **gp
             accumulators = _accumulate_hessians(modules, lambda: _run_blocks(block, calls, hiddens))
             for name, module in modules.items():
                 module.weight.data, losses[name] = gptq_quantize_weight(
-                    module.weight.data, accumulators[name].hessian, spec, **gptq_options
+                    module.weight.data, accumulators[name].hessian, spec, **options
                 )
         hiddens = _run_blocks(block, calls, hiddens)
     for head in (site for site in sites if site.block is None):
         # The lm_head sees the final norm of the last quantized block: one full forward gathers its inputs.
-        accumulators = _accumulate_hessians({head.name: head.module}, lambda: _forward_batches(model, calibration))
+        accumulators = _accumulate_hessians({head.name: head.module}, lambda: _forward_batches(model, batches))
         head.module.weight.data, losses[head.name] = gptq_quantize_weight(
-            head.module.weight.data, accumulators[head.name].hessian, spec, **gptq_options
+            head.module.weight.data, accumulators[head.name].hessian, spec, **options
         )
     return losses
 
@@ -155,11 +264,11 @@ def _forward_batches(model, batches):
         model(input_ids=batch.to(model.device), use_cache=False)
 
 
-def _scale_fold_consumers(model, post_quantized=frozenset()) -> dict[str, bool]:
+def _scale_fold_consumers(model) -> dict[str, bool]:
     """Every Linear AWQ can scale (a `ScaleFold` consumer) -> whether that scale would pass through a training-time
     quantizer: x/s into the consumer's input quantizer, or W/s, y/s into the previous Linear's weight or KV
-    quantizer (a weight quantizer only if that Linear is not in `post_quantized`, whose PTQ replaces it). Such a
-    quantizer would see values on another grid than the model trained with."""
+    quantizer (the weight quantizers of the Linears being quantized are already gone: their PTQ replaces them).
+    Such a quantizer would see values on another grid than the model trained with."""
     layout = model_layout(model)
     consumers = {}
     for index, block in enumerate(decoder_blocks(model)):
@@ -167,8 +276,6 @@ def _scale_fold_consumers(model, post_quantized=frozenset()) -> dict[str, bool]:
         for fold in layout.scale_folds:
             inputs_quantized = any("activations" in forward_quantizers(block.get_submodule(c)) for c in fold.consumers)
             previous_quantized = set(forward_quantizers(block.get_submodule(fold.previous)))
-            if prefix + fold.previous in post_quantized:
-                previous_quantized.discard("weights")
             for consumer in fold.consumers:
                 consumers[prefix + consumer] = inputs_quantized or bool(previous_quantized & {"weights", "kv"})
     return consumers
@@ -177,8 +284,7 @@ def _scale_fold_consumers(model, post_quantized=frozenset()) -> dict[str, bool]:
 def _awq_unscaled(model, sites) -> list[str]:
     """The selected Linears AWQ must leave unscaled (plain RTN) to keep the run's training-time quantizers intact;
     an error where that is every Linear it could scale, since the result would be RTN under another name."""
-    selected = {site.name for site in sites}
-    consumers = _scale_fold_consumers(model, selected)
+    consumers = _scale_fold_consumers(model)
     scalable = [site.name for site in sites if site.name in consumers]
     unscaled = [name for name in scalable if consumers[name]]
     if scalable and len(unscaled) == len(scalable):
@@ -189,7 +295,7 @@ def _awq_unscaled(model, sites) -> list[str]:
     return unscaled
 
 
-def _awq_model(model, spec, sites, calls, *, grid_points, unscaled) -> dict[str, float]:
+def _awq_model(model, config: AWQ, sites, calls, *, unscaled) -> dict[str, float]:
     """AWQ scale search block by block, then RTN of every selected Linear; returns each scaled Linear's best α."""
     alphas = {}
     blocks_path = model_layout(model).blocks
@@ -201,114 +307,99 @@ def _awq_model(model, spec, sites, calls, *, grid_points, unscaled) -> dict[str,
             model,
             block,
             lambda scaled_block: _run_blocks(scaled_block, calls, hiddens),
-            spec,
+            config.spec,
             consumers_selected=lambda path: prefix + path in selected,
-            grid_points=grid_points,
+            grid_points=config.grid_points,
         )
         alphas.update({prefix + path: alpha for path, alpha in chosen.items()})
         hiddens = _run_blocks(block, calls, hiddens)
     for site in sites:
-        rtn_quantize_linear(site.module, spec)
+        rtn_quantize_linear(site.module, config.spec)
     return alphas
 
 
-def quantize_model(
-    model: nn.Module,
-    method: str,
-    spec,
-    *,
-    calib_tokens: torch.Tensor | None = None,
-    roles=DEFAULT_ROLES,
-    batch_size: int = 8,
-    gptq_block_size: int = DEFAULT_BLOCK_SIZE,
-    gptq_damp: float = DEFAULT_DAMP,
-    gptq_act_order: bool = False,
-    gptq_static_groups: bool = False,
-    gptq_true_sequential: bool = False,
-    awq_grid_points: int = DEFAULT_GRID_POINTS,
-    activation_spec=DEFAULT_ACTIVATION_SPEC,
-    outlier_threshold: float | None = None,
-) -> dict:
-    """Quantize `model` in place with `method` at weight `spec`; returns metadata describing what was done.
+@dataclass(frozen=True)
+class _Calibration:
+    """Calibration token ids (sequences × seq_len) and how many sequences each forward pass takes."""
 
-    `calib_tokens`: (sequences × seq_len) token ids (see `sample_calibration`), required by gptq and awq.
-    `roles`: which Linears to quantize (`ROLES`). W8A8 also fake-quantizes the inputs of those Linears at
-    run time with `activation_spec` (per-token INT8), keeping input columns with |x| > `outlier_threshold`
-    in full precision when given (LLM.int8's 6.0).
+    tokens: torch.Tensor
+    batch_size: int
+
+    @property
+    def batches(self) -> tuple[torch.Tensor, ...]:
+        return self.tokens.split(self.batch_size)
+
+    @property
+    def summary(self) -> dict:
+        return {"sequences": self.tokens.shape[0], "seq_len": self.tokens.shape[1]}
+
+
+def _rtn(model, config: RTN, sites, calibration) -> dict:
+    for site in sites:
+        rtn_quantize_linear(site.module, config.spec)
+    return {}
+
+
+def _w8a8(model, config: W8A8, sites, calibration) -> dict:
+    _rtn(model, config, sites, calibration)
+    quantize_inputs(model, [site.name for site in sites], config.activation_spec, config.outlier_threshold)
+    return {"w8a8": {"activation_spec": str(config.activation_spec), "outlier_threshold": config.outlier_threshold}}
+
+
+def _gptq(model, config: GPTQ, sites, calibration: _Calibration) -> dict:
+    calls = capture_block_inputs(model, calibration.batches)
+    return {
+        "calibration": calibration.summary,
+        "gptq": {**config.weight_options, "true_sequential": config.true_sequential},
+        "layer_errors": _gptq_model(model, config, sites, calls, calibration.batches),
+    }
+
+
+def _awq(model, config: AWQ, sites, calibration: _Calibration) -> dict:
+    unscaled = _awq_unscaled(model, sites)
+    calls = capture_block_inputs(model, calibration.batches)
+    return {
+        **({"awq_unscaled": unscaled} if unscaled else {}),
+        "calibration": calibration.summary,
+        "awq": {"grid_points": config.grid_points},
+        "awq_alphas": _awq_model(model, config, sites, calls, unscaled=unscaled),
+    }
+
+
+QUANTIZERS = {RTN: _rtn, GPTQ: _gptq, AWQ: _awq, W8A8: _w8a8}
+
+
+def quantize_model(
+    model: nn.Module, config: QuantizationConfig, calib_tokens: torch.Tensor | None = None, *, batch_size: int = 8
+) -> dict:
+    """Quantize `model` in place as `config` (RTN, GPTQ, AWQ or W8A8) says; returns metadata describing what was
+    done, which `qscaling quantize` writes into the checkpoint.
+
+    `calib_tokens`: (sequences × seq_len) token ids (see `sample_calibration`), required by gptq and awq, which
+    run them `batch_size` sequences per forward pass.
     """
-    if method not in METHODS:
-        raise ValueError(f"method: got {method!r}, valid: {', '.join(METHODS)}")
-    unknown_roles = sorted(set(roles) - set(ROLES))
-    if unknown_roles:
-        raise ValueError(f"roles: got {unknown_roles}, valid: {', '.join(ROLES)}")
-    spec = parse_spec(spec)
-    if method in CALIBRATED_METHODS and calib_tokens is None:
-        raise ValueError(f"calib_tokens: method {method!r} needs calibration tokens, got None")
-    if "lm_head" in roles:
+    if config.calibrated and calib_tokens is None:
+        raise ValueError(f"calib_tokens: method {config.method!r} needs calibration tokens, got None")
+    if "lm_head" in config.roles:
         untie_lm_head(model)
-    sites = _selected_sites(model, roles)
-    unscaled = _awq_unscaled(model, sites) if method == "awq" else []
-    drop_weight_quantizers(site.module for site in sites)
-    metadata = {"method": method, "spec": str(spec), "roles": sorted(roles, key=ROLES.index)}
-    if unscaled:
-        metadata["awq_unscaled"] = unscaled
+    drop_weight_quantizers(model, [site.name for site in _selected_sites(model, config.roles)])
+    sites = _selected_sites(model, config.roles)  # a Linear left without a quantizer is now a plain one
+    metadata = {"method": config.method, "spec": str(config.spec), "roles": list(config.roles)}
+    calibration = None if calib_tokens is None else _Calibration(calib_tokens, batch_size)
     started = time.perf_counter()
     was_training = model.training
     model.eval()
     with torch.no_grad():
-        if method in ("rtn", "w8a8"):
-            for site in sites:
-                rtn_quantize_linear(site.module, spec)
-        if method == "w8a8":
-            activation_spec = parse_spec(activation_spec)
-            _quantize_inputs([site.module for site in sites], activation_spec, outlier_threshold)
-            metadata["w8a8"] = {"activation_spec": str(activation_spec), "outlier_threshold": outlier_threshold}
-        if method in CALIBRATED_METHODS:
-            batches = calib_tokens.split(batch_size)
-            calls = capture_block_inputs(model, batches)
-            metadata["calibration"] = {"sequences": calib_tokens.shape[0], "seq_len": calib_tokens.shape[1]}
-        if method == "gptq":
-            options = {
-                "block_size": gptq_block_size,
-                "damp": gptq_damp,
-                "act_order": gptq_act_order,
-                "static_groups": gptq_static_groups,
-            }
-            metadata["gptq"] = {**options, "true_sequential": gptq_true_sequential}
-            metadata["layer_errors"] = _gptq_model(
-                model, spec, sites, calls, batches, true_sequential=gptq_true_sequential, **options
-            )
-        if method == "awq":
-            metadata["awq"] = {"grid_points": awq_grid_points}
-            metadata["awq_alphas"] = _awq_model(
-                model, spec, sites, calls, grid_points=awq_grid_points, unscaled=unscaled
-            )
+        metadata.update(QUANTIZERS[type(config)](model, config, sites, calibration))
     model.train(was_training)
     metadata["seconds"] = time.perf_counter() - started
     return metadata
 
 
-def _quantize_inputs(modules, activation_spec, outlier_threshold) -> None:
-    """W8A8's run-time input quantization; a quantized-training Linear keeps its own quantizers ahead of it."""
-    trained = [module for module in modules if isinstance(module, QuantizedTrainingLinear)]
-    plain = [module for module in modules if not isinstance(module, QuantizedTrainingLinear)]
-    quantize_linear_inputs(plain, activation_spec, outlier_threshold)
-    quantize_trained_linear_inputs(trained, activation_spec, outlier_threshold)
-
-
-def load_quantized_model(path):
-    """(model, metadata) of a checkpoint written by `qscaling quantize`, W8A8's input quantization re-applied.
-
-    Weight-only methods need nothing beyond the checkpoint loader; for them this is `load_checkpoint`.
-    """
-    from qscaling.checkpoint import load_checkpoint
-
-    model, metadata = load_checkpoint(path)
-    if QUANTIZATION_KEY not in metadata:
-        raise ValueError(f"checkpoint {path}: no '{QUANTIZATION_KEY}' entry in its metadata (not quantized)")
-    quantization = metadata[QUANTIZATION_KEY]
-    if quantization["method"] == "w8a8":
-        modules = [site.module for site in _selected_sites(model, quantization["roles"])]
-        w8a8 = quantization["w8a8"]
-        _quantize_inputs(modules, w8a8["activation_spec"], w8a8["outlier_threshold"])
-    return model, metadata
+def quantize_inputs(model, names, activation_spec, outlier_threshold) -> None:
+    """W8A8's run-time input quantization of the Linears of `model` named in `names`; a quantized-training Linear
+    keeps its own quantizers ahead of it."""
+    trained = [name for name in names if isinstance(model.get_submodule(name), QuantizedTrainingLinear)]
+    plain = [name for name in names if name not in trained]
+    quantize_linear_inputs(model, plain, activation_spec, outlier_threshold)
+    quantize_trained_linear_inputs(model, trained, activation_spec, outlier_threshold)

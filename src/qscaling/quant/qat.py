@@ -28,7 +28,7 @@ A learned quantizer's parameters (`weight_step`, `weight_clip_logit`, `input_cli
 Linear it quantizes, so the optimizer trains them and the model's state dict carries them.
 
 Checkpoints keep the latent (full-precision) weights and the learned quantizers' parameters;
-`qscaling.checkpoint.load_checkpoint` re-applies the run's precision, so a model is evaluated as it trained.
+`qscaling.quant.as_trained.load_as_trained` re-applies the run's precision, so a model is evaluated as it trained.
 Post-training quantization (`qscaling.quant.ptq`) replaces a Linear's weight quantizer (`drop_weight_quantizers`)
 and keeps its activation and KV quantizers.
 """
@@ -40,9 +40,14 @@ from torch import nn
 from torch.nn import functional as F
 
 from qscaling.quant import choose_qparams, code_range, cpu_kernel, parse_spec, quantize
-from qscaling.quant.learnable import PARAMETER_NAMES, initial_parameter, learned_fake_quantize
-from qscaling.quant.precision import QUANTIZER_ATTRIBUTES, TENSOR_FIELDS, canonical_training_precision
-from qscaling.quant.roles import linear_sites, model_layout
+from qscaling.quant.learnable import initial_parameter, learned_fake_quantize
+from qscaling.quant.precision import (
+    QUANTIZER_ATTRIBUTES,
+    QUANTIZER_PARAMETER_NAMES,
+    TENSOR_FIELDS,
+    canonical_training_precision,
+)
+from qscaling.quant.roles import linear_sharing_parameters, linear_sites, model_layout
 from qscaling.quant.rounding import round_signed, uniform_like
 from qscaling.quant.w8a8 import fake_quantize_inputs
 
@@ -234,13 +239,29 @@ class QuantizedLinearFunction(torch.autograd.Function):
 
 class QuantizedTrainingLinear(nn.Linear):
     """An nn.Linear that trains through `QuantizedLinearFunction`: the same parameters and state-dict keys, plus
-    those of its learned quantizers (`learnable.PARAMETER_NAMES`).
+    those of its learned quantizers (`qscaling.quant.precision.QUANTIZER_PARAMETER_NAMES`).
 
     `kv_channels` lists the output channels fake-quantized at `precision.kv` (None entry: all outputs).
     """
 
-    precision: LinearPrecision = LinearPrecision()
-    kv_channels: tuple = ()
+    precision: LinearPrecision
+    kv_channels: tuple
+
+    @classmethod
+    def from_linear(
+        cls, linear: nn.Linear, precision: LinearPrecision, kv_channels: tuple = ()
+    ) -> "QuantizedTrainingLinear":
+        """`linear` training at `precision`: its own weight and bias Parameters (so the same optimizer state and
+        state-dict keys), then a freshly initialised parameter for each learned quantizer."""
+        module = linear_sharing_parameters(cls, linear)
+        module.precision = precision
+        module.kv_channels = kv_channels
+        for field, attribute in QUANTIZER_ATTRIBUTES.items():
+            quantizer = getattr(precision, attribute)
+            if quantizer != "absmax":
+                parameter = initial_parameter(quantizer, module.weight, getattr(precision, field))
+                module.register_parameter(QUANTIZER_PARAMETER_NAMES[quantizer], parameter)
+        return module
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not torch.is_grad_enabled():
@@ -262,7 +283,7 @@ class QuantizedTrainingLinear(nn.Linear):
         quantizer = self.precision.activation_quantizer
         if quantizer == "absmax":
             return _quantize_or_keep(x, self.precision.activations)
-        parameter = getattr(self, PARAMETER_NAMES[quantizer])
+        parameter = getattr(self, QUANTIZER_PARAMETER_NAMES[quantizer])
         return learned_fake_quantize(x, quantizer, parameter, self.precision.activations, self.precision.clipped_ste)
 
     def quantized_weight(self) -> torch.Tensor:
@@ -270,7 +291,7 @@ class QuantizedTrainingLinear(nn.Linear):
         quantizer = self.precision.weight_quantizer
         if quantizer == "absmax":
             return _quantize_or_keep(self.weight, self.precision.weights)
-        parameter = getattr(self, PARAMETER_NAMES[quantizer])
+        parameter = getattr(self, QUANTIZER_PARAMETER_NAMES[quantizer])
         return learned_fake_quantize(
             self.weight, quantizer, parameter, self.precision.weights, self.precision.clipped_ste
         )
@@ -307,7 +328,7 @@ def linear_precision(canonical: dict, role: str) -> LinearPrecision:
 
 
 def apply_training_precision(model: nn.Module, precision: dict | None) -> dict:
-    """Turn the model's Linears into quantized-training Linears per `precision` (in place).
+    """Put a quantized-training Linear in place of each of the model's Linears per `precision` (in place).
 
     Returns the canonical precision. Linears whose precision is all full-precision are left untouched, so a
     null precision leaves the model exactly as built.
@@ -324,14 +345,8 @@ def apply_training_precision(model: nn.Module, precision: dict | None) -> dict:
             site_precision = replace(site_precision, kv=None)  # kv applies to k/v projections only
             if site_precision.is_full_precision:
                 continue
-        site.module.__class__ = QuantizedTrainingLinear
-        site.module.precision = site_precision
-        site.module.kv_channels = kv_outputs.get(within_block, ())
-        for field, attribute in QUANTIZER_ATTRIBUTES.items():
-            quantizer = getattr(site_precision, attribute)
-            if quantizer != "absmax":
-                parameter = initial_parameter(quantizer, site.module.weight, getattr(site_precision, field))
-                site.module.register_parameter(PARAMETER_NAMES[quantizer], parameter)
+        trained = QuantizedTrainingLinear.from_linear(site.module, site_precision, kv_outputs.get(within_block, ()))
+        model.set_submodule(site.name, trained, strict=True)
     return canonical
 
 
@@ -349,22 +364,23 @@ def gemm_input(module: nn.Module, x: torch.Tensor) -> torch.Tensor:
     return module.quantized_input(x)
 
 
-def drop_weight_quantizers(modules) -> None:
-    """Stop fake-quantizing these Linears' weights (in place): a post-training quantization of the weights replaces
-    the training-time weight quantizer, while activation and KV quantizers stay as the model trained with them.
+def drop_weight_quantizers(model: nn.Module, names) -> None:
+    """Stop fake-quantizing the weights of the Linears of `model` named in `names` (in place): a post-training
+    quantization of the weights replaces the training-time weight quantizer, while activation and KV quantizers stay
+    as the model trained with them.
 
-    A learned weight quantizer goes with its parameter; a Linear left with no quantizer at all becomes a plain
-    nn.Linear again.
+    A learned weight quantizer goes with its parameter; a Linear left with no quantizer at all is replaced by a plain
+    nn.Linear on its parameters.
     """
-    for module in modules:
+    for name in names:
+        module = model.get_submodule(name)
         if not isinstance(module, QuantizedTrainingLinear):
             continue
         if module.precision.weight_quantizer != "absmax":
-            delattr(module, PARAMETER_NAMES[module.precision.weight_quantizer])
+            delattr(module, QUANTIZER_PARAMETER_NAMES[module.precision.weight_quantizer])
         module.precision = replace(module.precision, weights=None, backward_weight=None, weight_quantizer="absmax")
         if module.precision.is_full_precision:
-            module.__class__ = nn.Linear
-            del module.precision, module.kv_channels
+            model.set_submodule(name, linear_sharing_parameters(nn.Linear, module), strict=True)
 
 
 class InputQuantizedTrainingLinear(QuantizedTrainingLinear):
@@ -374,8 +390,21 @@ class InputQuantizedTrainingLinear(QuantizedTrainingLinear):
     k/v outputs keep theirs.
     """
 
-    activation_spec = None
-    outlier_threshold: float | None = None
+    activation_spec: object  # a QuantSpec
+    outlier_threshold: float | None
+
+    @classmethod
+    def from_trained_linear(
+        cls, trained: QuantizedTrainingLinear, activation_spec, outlier_threshold: float | None
+    ) -> "InputQuantizedTrainingLinear":
+        """`trained` (its own parameters, learned quantizers' included, and precision) with W8A8's input quantizer at
+        the parsed `activation_spec` after its own."""
+        module = linear_sharing_parameters(cls, trained)
+        module.precision = trained.precision
+        module.kv_channels = trained.kv_channels
+        module.activation_spec = activation_spec
+        module.outlier_threshold = outlier_threshold
+        return module
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         trained_input = self.quantized_input(x)
@@ -383,12 +412,15 @@ class InputQuantizedTrainingLinear(QuantizedTrainingLinear):
         return self.quantize_kv(F.linear(x, self.quantized_weight(), self.bias))
 
 
-def quantize_trained_linear_inputs(modules, activation_spec, outlier_threshold: float | None = None) -> None:
-    """W8A8's run-time input quantization for quantized-training Linears (in place), behind their own quantizers."""
+def quantize_trained_linear_inputs(
+    model: nn.Module, names, activation_spec, outlier_threshold: float | None = None
+) -> None:
+    """W8A8's run-time input quantization for the quantized-training Linears of `model` named in `names`, behind
+    their own quantizers (in place: an `InputQuantizedTrainingLinear` takes each one's place)."""
     spec = parse_spec(activation_spec)
-    for module in modules:
+    for name in names:
+        module = model.get_submodule(name)
         if not isinstance(module, QuantizedTrainingLinear):
             raise TypeError(f"modules: expected QuantizedTrainingLinear, got {type(module).__name__}")
-        module.__class__ = InputQuantizedTrainingLinear
-        module.activation_spec = spec
-        module.outlier_threshold = outlier_threshold
+        quantized = InputQuantizedTrainingLinear.from_trained_linear(module, spec, outlier_threshold)
+        model.set_submodule(name, quantized, strict=True)

@@ -1,5 +1,6 @@
 """Where the quantizable Linears of a causal LM sit: decoder blocks, each Linear's role, k/v outputs, and
-which operation feeds each Linear (where AWQ's per-channel scales can be folded).
+which operation feeds each Linear (where AWQ's per-channel scales can be folded); and how a fake-quantizing Linear
+takes over a Linear's parameters in its place.
 
 Roles follow Chen et al. 2025 (Fig. 15): `qkv` (query/key/value projections), `o` (attention output),
 `fc1` (MLP up, and gate for SwiGLU), `fc2` (MLP down), `lm_head`. Supported architectures are those the five
@@ -151,6 +152,18 @@ def linear_sites(model: nn.Module, *, include_lm_head: bool = True) -> list[Line
     if include_lm_head:
         sites.append(LinearSite(layout.lm_head, model.get_submodule(layout.lm_head), "lm_head", None))
     return sites
+
+
+def linear_sharing_parameters(cls: type[nn.Linear], linear: nn.Linear) -> nn.Linear:
+    """A `cls` (nn.Linear or a subclass) holding `linear`'s Parameters — the same objects, under the same names and in
+    the same order, so optimizer state and state-dict keys carry over — in `linear`'s train/eval mode.
+
+    Its own initialisation runs on the meta device (no memory, no random numbers drawn) and is replaced.
+    """
+    module = cls(linear.in_features, linear.out_features, bias=linear.bias is not None, device="meta")
+    for name, parameter in linear.named_parameters(recurse=False):
+        module.register_parameter(name, parameter)
+    return module.train(linear.training)
 
 
 def untie_lm_head(model: nn.Module) -> None:

@@ -17,13 +17,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from qscaling.checkpoint import load_checkpoint
 from qscaling.data import load_tokens
 from qscaling.evaluate import evaluate_loss
 from qscaling.model import count_non_embedding_params
+from qscaling.quant.as_trained import load_as_trained
 from qscaling.quant.gptq import DEFAULT_DAMP
 from qscaling.quant.precision import run_precision_label
-from qscaling.quant.ptq import quantize_model, sample_calibration
+from qscaling.quant.ptq import quantization_config, quantize_model, sample_calibration
 from qscaling.quant.spec import parse_spec
 from qscaling.runspec import RunSpec
 from qscaling.stats import standard_error
@@ -66,7 +66,7 @@ def score_windows(checkpoint, val_path: str, params: dict, device: str):
     """A checkpoint loaded as it trained and evaluated on the held-out windows: (model, held-out tokens, one row
     per window with its loss and the checkpoint's columns, those columns). Per-window rows let a study pair two
     models' losses on the same windows (δ and its standard error) when it builds its table."""
-    model, metadata = load_checkpoint(checkpoint)
+    model, metadata = load_as_trained(checkpoint)
     model.to(device)
     tokens = load_tokens(val_path)
     seq_len = model.config.max_position_embeddings
@@ -160,7 +160,8 @@ def score_quantizations(
     for quantization in quantizations:
         quantized = copy.deepcopy(model)
         started = time.perf_counter()
-        quantize_model(quantized, quantization.method, quantization.spec, calib_tokens=calibration, gptq_damp=gptq_damp)
+        config = quantization_config(quantization.method, quantization.spec, gptq={"damp": gptq_damp})
+        quantize_model(quantized, config, calibration)
         # Timings go to the log, not the table: tables must be byte-identical across reruns.
         logging.getLogger(__name__).info("%s: %.2f s", quantization.label, time.perf_counter() - started)
         scored = losses(quantized, quantization.splits)
@@ -192,7 +193,7 @@ def score_checkpoint(
 ) -> pd.DataFrame:
     """Rows for the unquantized model and every quantization of `checkpoint` on each split in `held_out`
     (`score_quantizations`), with the schedule it trained on; calibration windows drawn from `calibration_tokens`."""
-    model, metadata = load_checkpoint(checkpoint)
+    model, metadata = load_as_trained(checkpoint)
     model.to(device)
     spec = metadata.get("spec", {})
     base_row = {

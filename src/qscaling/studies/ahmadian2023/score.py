@@ -19,9 +19,10 @@ from huggingface_hub import snapshot_download
 from tokenizers import Tokenizer
 from transformers import AutoTokenizer
 
-from qscaling.checkpoint import load_checkpoint, read_metadata
+from qscaling.checkpoint import read_metadata
 from qscaling.data import EOS, load_tokens
 from qscaling.outliers import block_proxies, block_values, outlier_counts, qkv_inputs
+from qscaling.quant.as_trained import load_as_trained
 from qscaling.studies.ahmadian2023.grid import STUDY
 from qscaling.studies.scoring import Measurement, checkpoint_columns, score_quantizations
 from qscaling.studies.study import Quantization
@@ -129,7 +130,7 @@ def score_checkpoint(
     (changes paired per item), and the unquantized model's proxy summaries (block means, outlier counts).
     `held_out` must be in the model's vocabulary; its first `proxy_windows` windows are the proxies' fixed samples.
     """
-    model, metadata = load_checkpoint(checkpoint)
+    model, metadata = load_as_trained(checkpoint)
     model.to(device)
     seq_len = model.config.max_position_embeddings
     proxies, values, summary = _proxies(model, held_out, proxy_windows)

@@ -59,7 +59,9 @@ def plan(settings: LadderSettings, common: Common, planner) -> list[Evaluation]:
 
 def scoring(settings: LadderSettings, common: Common, layout: Layout) -> Scoring:
     params = {"eval_tokens": settings.eval_tokens, "batch_size": common.evaluation.batch_size}
-    return Scoring("qscaling.studies.ladder.score:score_job", {"val": layout.data("val.bin")}, params, message="Scoring")
+    return Scoring(
+        "qscaling.studies.ladder.score:score_job", {"val": layout.data("val.bin")}, params, message="Scoring"
+    )
 
 
 def jobs(settings: LadderSettings, common: Common, evaluations: list[Evaluation], layout: Layout) -> list[Job]:

@@ -2,16 +2,16 @@
 
 import pandas as pd
 
-from qscaling.checkpoint import load_checkpoint
 from qscaling.data import load_tokens
 from qscaling.evaluate import evaluate_loss
+from qscaling.quant.as_trained import load_as_trained
 from qscaling.studies.scoring import checkpoint_columns
 from qscaling.studies.tables import with_labels
 
 
 def score_job(checkpoint, inputs: dict, params: dict, labels: list[dict], device: str) -> dict:
     """The held-out loss of one annealed checkpoint, with the peak LR and warmup it trained with."""
-    model, metadata = load_checkpoint(checkpoint)
+    model, metadata = load_as_trained(checkpoint)
     model.to(device)
     result = evaluate_loss(
         model,
