@@ -10,15 +10,12 @@ import json
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from qscaling.laws import LAWS, Fit, chen2025, fit, kumar2024, load_fit, sun2025
-
-if TYPE_CHECKING:  # qscaling.quant loads torch, which N and D alone do not need: imported where parsed
-    from qscaling.quant.spec import QuantSpec
+from qscaling.quant.spec import QuantSpec, parse_spec
 
 LOSS = "loss (nats/token)"
 LOSS_AFTER_PTQ = "loss after PTQ"
@@ -308,10 +305,9 @@ def parse_count(option: str, text: str) -> float:
     return value
 
 
-def parse_ptq(text: str) -> tuple[str, "QuantSpec"]:
+def parse_ptq(text: str) -> tuple[str, QuantSpec]:
     """METHOD:SPEC, e.g. gptq:int4:g128 -> (method, QuantSpec); the PTQ laws are for integer formats."""
-    from qscaling.quant.ptq import METHODS
-    from qscaling.quant.spec import parse_spec
+    from qscaling.quant.ptq import METHODS  # torch: `predict` answers in a second without it until --ptq is given
 
     method, _, spec_text = text.partition(":")
     if method not in METHODS or not spec_text:
@@ -325,10 +321,8 @@ def parse_ptq(text: str) -> tuple[str, "QuantSpec"]:
     return method, spec
 
 
-def parse_train(text: str) -> "QuantSpec":
+def parse_train(text: str) -> QuantSpec:
     """The training precision of weights and activations, e.g. int4:g128 or fp:e4m3:b128."""
-    from qscaling.quant.spec import parse_spec
-
     try:
         return parse_spec(text)
     except ValueError as error:

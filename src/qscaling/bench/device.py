@@ -84,7 +84,7 @@ def _device_seconds(call, device: torch.device, repeats: int) -> float:
 
 
 def _kernels(x: torch.Tensor, repeats: int, copy_seconds: float) -> list[dict]:
-    from qscaling.kernels import fake_quant
+    from qscaling.kernels import fake_quant  # triton: optional, and seconds to import
 
     edge_cases, out = _edge_cases(str(x.device)), torch.empty_like(x)
     rows = []

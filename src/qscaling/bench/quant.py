@@ -18,6 +18,7 @@ import time
 import torch
 
 from qscaling.bench import best_seconds
+from qscaling.bench.gptq_timing import bench_gptq, format_rows
 from qscaling.quant import fast, parse_spec, quantize, quantize_reference
 
 SPECS = ("int4:g32", "int4:g128", "int8:g128", "fp:e4m3:b32", "fp:e2m1:b32")
@@ -56,7 +57,7 @@ def timed_against_copy(calls: dict, copy, repeats: int) -> dict:
 
 def _torchao_implementations(x: torch.Tensor, text: str) -> dict:
     """torchao's fake quantizers closest to each spec, or a reason they are unavailable."""
-    try:
+    try:  # optional implementations (the bench extra): absent ones are reported, not required
         from torchao.prototype.mx_formats.mx_tensor import to_dtype, to_mx
         from torchao.quantization.qat import IntxFakeQuantizeConfig
         from torchao.quantization.qat.fake_quantizer import IntxFakeQuantizer
@@ -82,7 +83,7 @@ def _qtorch_implementations(x: torch.Tensor, text: str) -> dict:
     """qtorch's float_quantize (element cast, nearest) behind the same eager block scaling."""
     if not text.startswith("fp:"):
         return {}
-    try:
+    try:  # optional, as torchao above
         from qtorch.quant import float_quantize
     except ImportError as error:
         return {"qtorch": f"not installable/importable: {error}"}
@@ -141,8 +142,6 @@ def run(args) -> int:
         for name, (seconds, ratio) in timed_against_copy(calls, copy, args.repeats).items():
             print(f"{text:<13} {name:<48} {gigabytes / seconds:7.2f} {ratio:8.2f}")
     if not args.skip_gptq:
-        from qscaling.bench.gptq_timing import bench_gptq, format_rows
-
         print()
         print(format_rows(bench_gptq()))
     return 0

@@ -20,6 +20,7 @@ import torch
 
 from qscaling.device import resolve_device, synchronize
 from qscaling.model import ModelShape, build_model
+from qscaling.quant.qat import apply_training_precision
 from qscaling.train import RunSpec, make_optimizer, training_step
 
 
@@ -34,8 +35,6 @@ def _batches(shape: ModelShape, batch_size: int, count: int, device: str) -> lis
 def _time_ours(spec: RunSpec, batches, device: str) -> float:
     model = build_model(spec.shape, seed=0)
     if spec.training_precision:
-        from qscaling.quant.qat import apply_training_precision
-
         apply_training_precision(model, spec.training_precision)
     model.to(device).train()
     optimizer = make_optimizer(model, spec)

@@ -19,9 +19,15 @@ import numpy as np
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+import pandas as pd
 import seaborn as sns
+from matplotlib.collections import LineCollection, PathCollection
+from matplotlib.colors import to_rgb
+from matplotlib.patches import Rectangle
+from matplotlib.ticker import FixedLocator, FuncFormatter, LogFormatterSciNotation, NullFormatter
 
 from qscaling.atomic import atomic_path, write_text
+from qscaling.laws import load_fit
 
 # Keys matplotlib would otherwise fill with versions and dates, which break byte-identical reruns.
 _NO_METADATA = {
@@ -85,8 +91,6 @@ def compact_number(value: float) -> str:
 
 def _relative_luminance(color) -> float:
     """WCAG 2 relative luminance of a colour (0 black … 1 white)."""
-    from matplotlib.colors import to_rgb
-
     linear = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in to_rgb(color)]
     return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
 
@@ -121,8 +125,6 @@ _LOG_MINOR_LABELS = ((), (2, 5), (2, 3, 5), tuple(range(2, 10)))
 def _tidy_log_axes(fig) -> None:
     """Compact labels on log axes left at matplotlib's defaults; where fewer than two powers of ten are in view,
     minor ticks labelled too (×2, ×5, then more), so every log axis shows at least two values."""
-    from matplotlib.ticker import FixedLocator, FuncFormatter, LogFormatterSciNotation, NullFormatter
-
     for ax in fig.axes:
         for axis, limits in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
             if axis.get_scale() != "log" or not isinstance(axis.get_major_formatter(), LogFormatterSciNotation):
@@ -145,8 +147,6 @@ def _tidy_log_axes(fig) -> None:
 def _data_points(ax):
     """Pixel positions of what the axes plots in data coordinates: line vertices and scatter offsets (not
     axhline/axvline, which span the axes whatever the data)."""
-    from matplotlib.collections import PathCollection
-
     lines = [line for line in ax.get_lines() if line.get_transform().contains_branch(ax.transData)]
     scatters = [c for c in ax.collections if isinstance(c, PathCollection) and len(c.get_offsets())]
     points = [line.get_transform().transform(line.get_xydata()) for line in lines]
@@ -236,8 +236,6 @@ def _as_numbers_or_text(values) -> list:
 
 
 def _collection_data(collection) -> dict:
-    from matplotlib.collections import LineCollection, PathCollection
-
     entry = {"kind": type(collection).__name__, "label": collection.get_label()}
     if isinstance(collection, LineCollection):
         entry["segments"] = [_numbers(segment) for segment in collection.get_segments()]
@@ -254,8 +252,6 @@ def figure_data(fig) -> dict:
     Pixels follow every input: a fit that moved within its noise redraws a curve, shifts an axis limit and moves
     many pixels. `qscaling diff` reads this record to tell such a figure (same structure, numbers moved) from one
     whose content changed."""
-    from matplotlib.patches import Rectangle
-
     axes = []
     for ax in fig.axes:
         legend = ax.get_legend()
@@ -310,23 +306,17 @@ def load_figure_inputs(named_inputs: dict) -> tuple[dict, dict]:
 
     A fit that could not be made (its JSON holds `{"error": …}`) is left out; figures say when a fit is missing.
     """
-    import pandas as pd
-
     tables, fits = {}, {}
     for name, path in named_inputs.items():
         if str(path).endswith(".parquet"):
             tables[name] = pd.read_parquet(path)
         elif str(path).endswith(".json") and "error" not in json.loads(Path(path).read_text()):
-            from qscaling.laws import load_fit
-
             fits[name] = load_fit(path)
     return tables, fits
 
 
 def resolve_function(reference: str):
     """`"module:name"` → the function it names."""
-    import importlib
-
     module_name, function_name = reference.split(":")
     return getattr(importlib.import_module(module_name), function_name)
 

@@ -53,7 +53,7 @@ def _openmp_flags() -> list[str]:
 @functools.cache
 def _extension():
     """The built kernel module, or None (with one warning) where it cannot be built here."""
-    from torch.utils.cpp_extension import load
+    from torch.utils.cpp_extension import load  # the build machinery loads only when the kernel is first needed
 
     capability = torch.backends.cpu.get_cpu_capability().lower()
     openmp = _openmp_flags()

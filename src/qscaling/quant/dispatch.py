@@ -89,7 +89,7 @@ def _quantize_on_fastest_path(x: torch.Tensor, spec: QuantSpec, out: torch.Tenso
         return quantize_reference(x, spec)
     x32 = x.to(torch.float32).contiguous()
     if x.is_cuda and TRITON_AVAILABLE:
-        from qscaling.kernels import fake_quant
+        from qscaling.kernels import fake_quant  # triton: only on a GPU, and seconds to import
 
         if fake_quant.supports(x32, spec):
             return fake_quant.quantize_triton(x32, spec, out=out).to(x.dtype)

@@ -187,7 +187,7 @@ def _inductor_cache_per_capability() -> None:
     ATEN_CPU_CAPABILITY and reused under another fails to compile (`at::vec` undeclared under `default`). So the
     cache directory — the user's, or the one torch set for this process or its parent — gets one sub-folder per
     capability."""
-    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir  # private: read only when Inductor is used
 
     base = Path(os.environ.get("TORCHINDUCTOR_CACHE_DIR") or default_cache_dir())
     if base.name in _CAPABILITIES:
