@@ -27,14 +27,13 @@ from qscaling.figures import (
     compact_number,
     declared_figures,
     figure_inputs,
-    figure_modules,
     load_figure_inputs,
     new_figure,
     resolve_function,
     series_palette,
     tidy_figure,
 )
-from qscaling.studies.registry import BUILTIN, load_study, module_of
+from qscaling.pipeline import study_figure_modules
 
 RESULTS = REPO_ROOT / "reference" / "smoke" / "results"
 # Two texts may touch (tick labels of one axis often do) but not share more than a pixel of the saved PNG.
@@ -46,9 +45,7 @@ MIN_CONTRAST = 1.5
 EXPONENT = re.compile(r"\d[eE][+-]?\d|10\^|\\times|×\s*10")
 UNIT_SUFFIX = re.compile(r"\d\s?[kMGBT](?![A-Za-z])")
 
-# Every declared figure, as the workflow finds them: this package's modules and each built-in study's.
-STUDY_FIGURES = [module for name in BUILTIN for module in load_study(name, module_of(name, {})).figures]
-SPECS = [spec for module in figure_modules(STUDY_FIGURES) for spec in declared_figures(module)]
+SPECS = [spec for module in study_figure_modules() for spec in declared_figures(module)]
 
 
 def artifact_path(artifact: str) -> Path:

@@ -12,20 +12,17 @@ from qscaling.cli import main
 from qscaling.figures import (
     declared_figures,
     figure_inputs,
-    figure_modules,
     resolve_function,
     save_figure,
 )
 from qscaling.laws import LAWS, fit
 from qscaling.laws.synthetic import paper_grid, synthetic_table
+from qscaling.pipeline import study_figure_modules
 from qscaling.studies.kumar2024 import figures as kumar_figures
 from qscaling.studies.ouyang2024 import figures as ouyang_figures
-from qscaling.studies.registry import BUILTIN, load_study, module_of
 from qscaling.studies.sun2025 import law_figures as sun_law_figures
 
-# Every declared figure, as the workflow finds them: this package's modules and each built-in study's.
-STUDY_FIGURES = [module for name in BUILTIN for module in load_study(name, module_of(name, {})).figures]
-LAW_FIGURES = [spec for module in figure_modules(STUDY_FIGURES) for spec in declared_figures(module) if spec.law_only]
+LAW_FIGURES = [spec for module in study_figure_modules() for spec in declared_figures(module) if spec.law_only]
 
 
 @pytest.fixture(scope="module")

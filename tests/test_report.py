@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from conftest import REPO_ROOT, run_snakemake
 
-from qscaling.figures import declared_figures, figure_modules
+from qscaling.figures import declared_figures
+from qscaling.pipeline import study_figure_modules
 from qscaling.report import fits_table
 
 # report() items made outside the figure loop (workflow/rules/studies.smk, report.smk)
@@ -17,7 +18,7 @@ TABLE_ITEMS = [("results/claims.csv", "claims.rst"), ("results/report/fits.csv",
 def report_items(repo_root) -> list[tuple[str, Path]]:
     """(output path, caption file) of every report() item: each declared figure's outputs and the two tables."""
     items = [(output, repo_root / "workflow" / "report" / caption) for output, caption in TABLE_ITEMS]
-    for module in figure_modules():
+    for module in study_figure_modules():
         for spec in declared_figures(module):
             caption = Path(spec.caption) if spec.caption else repo_root / "workflow" / "report" / f"{spec.target}.rst"
             items += [(output, caption) for output in spec.outputs.values()]

@@ -53,6 +53,13 @@ def configured_studies(config: Config) -> dict[str, ConfiguredStudy]:
     return studies
 
 
+def study_figure_modules(studies=()) -> list:
+    """Every figure module: qscaling.figures' own, every built-in study's (law-only figures are drawn even where
+    their study does not run), then those of `studies` (plug-ins)."""
+    registered = [load_study(name, module_of(name, {})) for name in BUILTIN] + list(studies)
+    return figure_modules([module for study in registered for module in study.figures])
+
+
 def resolve(raw: dict) -> tuple[Config, dict[str, ConfiguredStudy]]:
     """The config typed and every study block checked: what the Snakefile does before any job exists."""
     config = resolve_config(raw)
@@ -119,12 +126,7 @@ class Pipeline:
         self.artifacts[name] = tables | self.fit_tables[name]
 
     def _add_figures(self) -> None:
-        # Every built-in study's figures (law-only ones are drawn even where the study does not run), then plug-ins'.
-        registered = [load_study(name, module_of(name, {})) for name in BUILTIN] + [
-            s.study for s in self.studies.values()
-        ]
-        extra = [module for study in registered for module in study.figures]
-        for module in figure_modules(extra):
+        for module in study_figure_modules([s.study for s in self.studies.values()]):
             for spec in declared_figures(module):
                 inputs = figure_inputs(spec, self.artifact_paths, self.fits)
                 if inputs is not None:

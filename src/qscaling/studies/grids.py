@@ -7,7 +7,7 @@ from pathlib import Path
 from qscaling.config import Common
 from qscaling.layout import Layout
 from qscaling.settings import ConfigError, LocalModel
-from qscaling.studies.study import Evaluation, Scoring
+from qscaling.studies.study import Evaluation, Job, Scoring
 
 SCORING = "qscaling.studies.scoring"  # the job-time module every shared scoring calls into
 
@@ -62,6 +62,13 @@ def as_trained_scoring(settings, common: Common, layout: Layout) -> Scoring:
     separately trained runs, with the study's `eval_tokens`."""
     params = {"eval_tokens": settings.eval_tokens, "batch_size": common.evaluation.batch_size}
     return Scoring(f"{SCORING}:score_as_trained", {"val": layout.data("val.bin")}, params, message="Scoring as trained")
+
+
+def collect_job(study: str, output: str, evaluations, layout: Layout, function: str, message: str) -> Job:
+    """Rule `<study>_<output>`: the per-checkpoint `output` tables the study's scoring wrote, read as the list
+    `inputs["scored"]` by `function` ("module:name"), which writes them as one table."""
+    scored = [layout.scored(study, output, e.run, e.tokens) for e in evaluations]
+    return Job(output, function, {"scored": scored}, {output: layout.table(study, output)}, message=message)
 
 
 def check_local_models(key: str, entries: list[LocalModel] | None) -> None:

@@ -32,7 +32,7 @@ def main_grid(table: pd.DataFrame) -> pd.Series:
 
 def collect_activations_job(inputs: dict, outputs: dict, params: dict) -> None:
     """`chen2025_activations` (`grid.jobs`): every checkpoint's Linear-input statistics in one sorted table."""
-    frames = [pd.read_parquet(path) for path in inputs["statistics"]]
+    frames = [pd.read_parquet(path) for path in inputs["scored"]]
     table = pd.concat(frames, ignore_index=True).sort_values(["precision", "N", "D", "G", "seed", "block", "role"])
     write_table(table.reset_index(drop=True), outputs["activations"])
 

@@ -7,7 +7,7 @@ from qscaling.config import Common
 from qscaling.layout import Layout
 from qscaling.settings import ConfigError
 from qscaling.studies.chen2025.settings import Chen2025Settings, ChenCell
-from qscaling.studies.grids import PartneredPoint, as_trained_scoring, partnered_evaluations
+from qscaling.studies.grids import PartneredPoint, as_trained_scoring, collect_job, partnered_evaluations
 from qscaling.studies.study import Evaluation, Job, Scoring, label
 
 STUDY = "chen2025"
@@ -174,12 +174,5 @@ def scoring(settings: Chen2025Settings, common: Common, layout: Layout) -> Scori
 
 def jobs(settings: Chen2025Settings, common: Common, evaluations: list[Evaluation], layout: Layout) -> list[Job]:
     """`chen2025_activations`: every checkpoint's input statistics in one table (Fig. 9, the kurtosis claim)."""
-    return [
-        Job(
-            "activations",
-            "qscaling.studies.chen2025.analysis:collect_activations_job",
-            {"statistics": [layout.scored(STUDY, "activations", e.run, e.tokens) for e in evaluations]},
-            {"activations": layout.table(STUDY, "activations")},
-            message="Collecting the Linear-input statistics",
-        )
-    ]
+    function = "qscaling.studies.chen2025.analysis:collect_activations_job"
+    return [collect_job(STUDY, "activations", evaluations, layout, function, "Collecting the Linear-input statistics")]

@@ -7,7 +7,7 @@ from qscaling.config import Common, check_weight_spec
 from qscaling.layout import Layout
 from qscaling.quant.spec import parse_spec
 from qscaling.settings import ConfigError
-from qscaling.studies.grids import PartneredPoint, partnered_evaluations
+from qscaling.studies.grids import PartneredPoint, collect_job, partnered_evaluations
 from qscaling.studies.kumar2024_training.precision import (
     FULL,
     law_precisions,
@@ -115,12 +115,5 @@ def jobs(
     settings: Kumar2024TrainingSettings, common: Common, evaluations: list[Evaluation], layout: Layout
 ) -> list[Job]:
     """`kumar2024_training_ptq`: every checkpoint's PTQ rows in one table (Fig. 7, the unified law)."""
-    return [
-        Job(
-            "ptq",
-            "qscaling.studies.kumar2024_training.analysis:collect_ptq_job",
-            {"scored": [layout.scored(STUDY, "ptq", e.run, e.tokens) for e in evaluations]},
-            {"ptq": layout.table(STUDY, "ptq")},
-            message="Collecting the PTQ-after-training rows",
-        )
-    ]
+    function = "qscaling.studies.kumar2024_training.analysis:collect_ptq_job"
+    return [collect_job(STUDY, "ptq", evaluations, layout, function, "Collecting the PTQ-after-training rows")]
