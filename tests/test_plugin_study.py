@@ -49,7 +49,7 @@ def test_a_plugin_block_is_checked_by_its_own_module(raw_config, monkeypatch):
         resolve(config)
     unregistered = with_toy_study({**raw_config, "scale": "smoke"})
     del unregistered["studies"]["toy2025"]["module"]
-    with pytest.raises(ConfigError, match="config key studies.toy2025: no study module 'qscaling.studies.toy2025'"):
+    with pytest.raises(ConfigError, match="config key studies.toy2025: not a built-in study"):
         resolve(unregistered)
     config["studies"]["toy2025"]["module"] = "toy2025"
     config["studies"]["toy2025"]["bitz"] = [4]

@@ -51,6 +51,8 @@ def load_checkpoint(path: str | os.PathLike, *, dtype=None):
 
     hf_logging.disable_progress_bar()
     path = Path(path)
+    if path.is_file():
+        raise ValueError(f"checkpoint {path}: a file; a checkpoint is its folder ({path.parent})")
     if not path.is_dir():
         raise FileNotFoundError(f"checkpoint {path} does not exist")
     for required in ("config.json", WEIGHTS_FILE):

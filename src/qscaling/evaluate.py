@@ -16,6 +16,7 @@ from tqdm import tqdm
 
 from qscaling.atomic import write_table
 from qscaling.data import load_tokens
+from qscaling.data.tokens import check_vocabulary
 from qscaling.model import count_non_embedding_params
 from qscaling.quant.as_trained import load_as_trained
 from qscaling.quant.precision import run_precision_label
@@ -42,6 +43,7 @@ def evaluate_loss(
     n_windows = available // window
     if n_windows == 0:
         raise ValueError(f"held-out set has {available} tokens, fewer than one window of {window}")
+    check_vocabulary(tokens[: n_windows * window], model.config.vocab_size, "held-out tokens")
     data = torch.from_numpy(np.asarray(tokens[: n_windows * window]).astype(np.int64)).view(n_windows, window)
     device = next(model.parameters()).device
     was_training = model.training

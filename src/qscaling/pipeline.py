@@ -12,7 +12,7 @@ from pathlib import Path
 import yaml
 
 from qscaling.atomic import write_text
-from qscaling.config import Common, Config, resolve_config
+from qscaling.config import Common, Config, ConfigError, deep_merge, resolve_config
 from qscaling.figures import declared_figures, figure_inputs, figure_modules
 from qscaling.layout import LEARNING_CURVES, Layout
 from qscaling.plan import Planner, compute_reuse, log_spaced_tokens
@@ -192,15 +192,44 @@ def write_config_schema(path: str | Path = SCHEMA_PATH) -> None:
     write_text(path, text + yaml.safe_dump(config_schema(), sort_keys=False, allow_unicode=True, width=120))
 
 
+def read_yaml(path: str | Path) -> dict:
+    """A config file's mapping; ConfigError naming the file and line of a YAML error."""
+    try:
+        loaded = yaml.safe_load(Path(path).read_text())
+    except OSError as error:
+        raise ConfigError(f"config file {path}: {error.strerror}") from None
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        raise ConfigError(f"config file {where}: invalid YAML ({getattr(error, 'problem', None) or error})") from None
+    if not isinstance(loaded, dict | None):
+        raise ConfigError(f"config file {path}: expected a mapping of config keys, got {type(loaded).__name__}")
+    return loaded or {}
+
+
+def load_config(configfiles=(), scale: str = "default") -> dict:
+    """The embedded config.yaml with each of `configfiles` merged over it, as Snakemake's --configfile does,
+    and `scale` chosen."""
+    raw = read_yaml(CONFIG_PATH)
+    for path in configfiles:
+        raw = deep_merge(raw, read_yaml(path))
+    return {**raw, "scale": scale}
+
+
 def add_arguments(parser) -> None:
     parser.add_argument("--scale", default="default", help="config preset (default: default)")
-    parser.add_argument("--configfile", default=None, help="config YAML (default: the embedded config.yaml)")
+    parser.add_argument(
+        "--configfile",
+        nargs="+",
+        default=[],
+        metavar="FILE",
+        help="config files merged over the embedded config.yaml, in order, as Snakemake's --configfile merges them",
+    )
 
 
 def run(args) -> int:
     """`qscaling plan`: the runs a config trains and how much training its cooldown branches and shared specs save."""
-    path = Path(args.configfile) if args.configfile else CONFIG_PATH
-    config, studies = resolve({**yaml.safe_load(path.read_text()), "scale": args.scale})
+    config, studies = resolve(load_config(args.configfile, args.scale))
     planner, evaluations = plan_all(config, studies)
     # What each study reads of the runs: scored checkpoints and training curves, each one from-scratch run's worth.
     checkpoints = {

@@ -194,10 +194,22 @@ def _paper_variants(law, plan: Plan) -> list[str]:
     return list(law.paper_params)
 
 
+# The papers fitted their PTQ laws to GPTQ (Kumar et al. Table 2; Ouyang et al. Sec. 4): their constants say
+# nothing of another method, whose degradation differs (Kumar et al. Figs. 10-11; Ouyang et al. Fig. 9).
+PAPER_PTQ_METHOD = "gptq"
+PTQ_LAWS = ("kumar2024.ptq", "kumar2024.unified", "ouyang2024.qid", "ouyang2024.qid_fixed_bits")
+# Paper variants of one quantity that differ by more than this factor are named in a note, with their sources.
+VARIANT_SPREAD = 1.5
+# Beyond these a plan is outside every regime the laws were fitted on.
+IMPLAUSIBLE_LOSS = 20.0  # nats/token: above the log of any tokenizer's vocabulary
+
+
 def paper_predictions(plan: Plan) -> list[Prediction]:
     predictions = []
     for name in PAPER_LAWS:
         law = LAWS[name]
+        if name in PTQ_LAWS and plan.ptq_method not in (None, PAPER_PTQ_METHOD):
+            continue
         for variant in _paper_variants(law, plan):
             quantities = PREDICTORS[name].function(law, law.paper_params[variant], plan)
             for quantity, value in quantities.items():
@@ -266,9 +278,56 @@ def _load_fit(path: str) -> Fit:
         raise ValueError(f"--fit {path}: not a fit file written by Fit.to_json ({error!r})") from error
 
 
+def prediction_notes(plan: Plan, predictions: list[Prediction], fits: dict[str, Fit]) -> list[str]:
+    """Warnings the numbers themselves call for: paper variants that disagree, fits asked beyond their data,
+    implausible plans."""
+    notes = []
+    by_quantity = {}
+    for p in predictions:
+        if p.source.startswith("paper ") and math.isfinite(p.value) and p.value > 0:
+            by_quantity.setdefault((p.law, p.quantity), []).append(p)
+    for (name, quantity), group in by_quantity.items():
+        low, high = min(group, key=lambda p: p.value), max(group, key=lambda p: p.value)
+        if high.value > VARIANT_SPREAD * low.value:
+            sources = "; ".join(f"{p.source}: {_variant_source(name, p)}" for p in (low, high))
+            notes.append(f"{name}: {quantity} differs {high.value / low.value:.1f}x between paper variants ({sources})")
+    for path, result in fits.items():
+        notes += [f"--fit {path}: {note}" for note in extrapolation_notes(result, plan)]
+    if plan.D < plan.N:
+        notes.append(f"D/N = {plan.D / plan.N:.2g}: fewer tokens than parameters, far below every run these laws saw")
+    if any(p.quantity in (LOSS, LOSS_AFTER_PTQ) and p.value > IMPLAUSIBLE_LOSS for p in predictions):
+        notes.append(f"a predicted loss exceeds {IMPLAUSIBLE_LOSS:g} nats: the plan lies outside the laws' range")
+    return notes
+
+
+def _variant_source(name: str, prediction: Prediction) -> str:
+    return LAWS[name].paper_params[prediction.source.removeprefix("paper ")].source
+
+
+def extrapolation_notes(result: Fit, plan: Plan) -> list[str]:
+    """Where the plan's N or D lies beyond the range the fit saw, by how far."""
+    notes = []
+    for name, value in (("N", plan.N), ("D", plan.D)):
+        seen = [v for v in result.points.get("inputs", {}).get(name, []) if v is not None]
+        if not seen:
+            continue
+        low, high = min(seen), max(seen)
+        if value > high or value < low:
+            factor = value / high if value > high else low / value
+            notes.append(
+                f"{name} = {value:.3g} is {factor:.3g}x beyond the {low:.3g}-{high:.3g} the fit saw: an extrapolation"
+            )
+    return notes
+
+
 def plan_notes(plan: Plan) -> list[str]:
     """What a reader must know to read the numbers: which precision each law was given, and what it skipped."""
     notes = []
+    if plan.ptq_method not in (None, PAPER_PTQ_METHOD):
+        notes.append(
+            f"{', '.join(PTQ_LAWS)}: the papers fitted these to GPTQ and give no constants for {plan.ptq_method}; "
+            f"pass --fit with a {plan.ptq_method} fit (the workflow writes results/fits/kumar2024/ptq_{plan.ptq_method}.json)"
+        )
     bits = plan.kumar_training_bits
     if bits is None:
         notes.append("kumar2024.neff: Kumar et al.'s N_eff law is for integer training; no N_eff or its loss")
@@ -410,7 +469,7 @@ def run(args) -> int:
         train=parse_train(args.train) if args.train else None,
     )
     predictions = predict(plan, args.fit, args.resamples)
-    notes = plan_notes(plan)
+    notes = plan_notes(plan) + prediction_notes(plan, predictions, {path: _load_fit(path) for path in args.fit})
     if args.json:
         print(to_json(plan, predictions, notes))
     else:

@@ -34,6 +34,7 @@ from tqdm import tqdm
 from qscaling.atomic import atomic_path, write_json
 from qscaling.checkpoint import save_checkpoint
 from qscaling.data import load_tokens
+from qscaling.data.tokens import check_vocabulary
 from qscaling.model import build_model
 from qscaling.quant.precision import is_quantizer_parameter
 from qscaling.quant.qat import apply_training_precision
@@ -339,8 +340,7 @@ def train(
 
 def _load_training_tokens(path: str | os.PathLike, spec: RunSpec) -> np.ndarray:
     tokens = load_tokens(path)
-    if int(tokens.max(initial=0)) >= spec.shape.vocab_size:
-        raise ValueError(f"{path}: token id {int(tokens.max())} >= model vocab_size {spec.shape.vocab_size}")
+    check_vocabulary(tokens, spec.shape.vocab_size, path)
     return tokens
 
 

@@ -39,6 +39,15 @@ def encode_to_shard(tokenizer: Tokenizer, texts: list[str], path: Path) -> int:
     return int(ids.size)
 
 
+def check_vocabulary(tokens: np.ndarray, vocab_size: int, source) -> None:
+    """ValueError naming `source` where a token id is outside a model's vocabulary (another tokenizer's shard)."""
+    largest = int(tokens.max(initial=0))
+    if largest >= vocab_size:
+        raise ValueError(
+            f"{source}: token id {largest} >= model vocab_size {vocab_size} (a shard of another tokenizer?)"
+        )
+
+
 def load_tokens(path: str | os.PathLike) -> np.ndarray:
     """A token shard as a read-only uint16 memmap (no copy)."""
     path = Path(path)

@@ -7,6 +7,8 @@ JSON as the workflow's. A law input that is constant in the table leaves the par
 """
 
 import math
+import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +23,7 @@ from qscaling.laws.table import (
     pair_with_baselines,
     parse_map,
     read_table,
+    repeated_rows,
     select_rows,
     unidentifiable,
 )
@@ -140,7 +143,15 @@ def fit_table(args):
         raise ValueError(f"--starts must be a power of 2 (Sobol points stay balanced), got {args.starts}")
     if args.plot and Path(args.plot).suffix not in PLOT_SUFFIXES:
         raise ValueError(f"--plot {args.plot}: expected a {', '.join(PLOT_SUFFIXES)} file")
+    check_output("--out", args.out)
+    if args.plot:
+        check_output("--plot", args.plot)
     table = prepare_table(law, args)
+    repeated = repeated_rows(law, table)
+    if repeated:
+        shown = ", ".join(str(row) for row in repeated[:5]) + (", …" if len(repeated) > 5 else "")
+        print(f"qscaling laws fit: warning: {len(repeated)} row(s) repeat an earlier row exactly (rows {shown}); "
+              "each counts as a point of its own and narrows the CIs", file=sys.stderr)  # fmt: skip
     constant = constant_inputs(law, table)
     held = unidentifiable(law, constant)
     if held and not law.paper_params:
@@ -175,7 +186,32 @@ def fit_table(args):
         for name, inputs in held.items()
     ]
     result.notes[:0] = reasons
+    check_result(result)
     return result
+
+
+def check_result(result) -> None:
+    """A fit whose quality or parameters are not finite numbers says nothing: refuse it rather than write it."""
+    numbers = {"R²": result.r2, "RMSE": result.rmse, **result.params}
+    broken = [f"{name} {value:g}" for name, value in numbers.items() if not math.isfinite(value)]
+    if broken:
+        largest = float(np.max(np.abs(result.points["observed"])))
+        raise ValueError(
+            f"the fit of {result.law.name} is not finite ({', '.join(broken)}): the targets (largest {largest:g}) "
+            "or inputs overflow the law's arithmetic; rescale them or drop such rows with --where"
+        )
+
+
+def check_output(option: str, path: str) -> None:
+    """An output path whose folder can hold a new file: checked before any work, so nothing is half-written."""
+    folder = Path(path).resolve().parent
+    existing = next(p for p in (folder, *folder.parents) if p.exists())
+    if not existing.is_dir():
+        raise ValueError(f"{option} {path}: {existing} is a file, not a folder")
+    if not os.access(existing, os.W_OK):
+        raise ValueError(f"{option} {path}: {existing} is not writable")
+    if Path(path).is_dir():
+        raise ValueError(f"{option} {path}: is a folder")
 
 
 def _cell(value) -> str:
@@ -239,12 +275,11 @@ def run(args) -> int:
         return 0
     if args.laws_command == "fit":
         result = fit_table(args)
-        figure = plot_fit(result) if args.plot else None
-        result.to_json(args.out)
-        if figure is not None:
+        if args.plot:  # first: the fit JSON is written only once everything else has been
             from qscaling.figures import save_figure  # as above: only for --plot
 
-            save_figure(figure, args.plot)
+            save_figure(plot_fit(result), args.plot)
+        result.to_json(args.out)
         print_fit(result, args.table)
         return 0
     show(args.name, args.params, args.variant)

@@ -132,7 +132,12 @@ def check_rows(law: Law, table: pd.DataFrame) -> None:
         bad = values.isna()
         if bad.any():
             row = table.index[np.argmax(bad.to_numpy())]
-            raise ValueError(f"column {name!r}, row {row}: {table.at[row, name]!r} is not a number")
+            raise ValueError(f"column {name!r}, row {row}: {_shown(table.at[row, name])} is not a number")
+        # A value beyond float64 (1e400) reads as inf; neither can be fitted, nor a prediction made at it.
+        infinite = ~np.isfinite(values.to_numpy(dtype=float))
+        if infinite.any():
+            row = table.index[np.argmax(infinite)]
+            raise ValueError(f"column {name!r}, row {row}: {_shown(table.at[row, name])} is not a finite number")
     target = table[law.target].to_numpy(dtype=float)
     not_positive = ~(target > 0) | ~np.isfinite(target)
     if not_positive.any():
@@ -161,6 +166,12 @@ def check_rows(law: Law, table: pd.DataFrame) -> None:
         )
 
 
+def repeated_rows(law: Law, table: pd.DataFrame) -> list:
+    """Rows whose inputs and target repeat an earlier row exactly: each still counts as a point of its own."""
+    repeated = table.duplicated(subset=[*law.inputs, law.target])
+    return list(table.index[repeated.to_numpy()])
+
+
 def constant_inputs(law: Law, table: pd.DataFrame) -> dict[str, float]:
     """The law's inputs that take one value throughout the table -> that value."""
     return {name: float(table[name].iloc[0]) for name in law.inputs if table[name].nunique(dropna=False) == 1}
@@ -171,11 +182,13 @@ def unidentifiable(law: Law, constant: Mapping[str, float]) -> dict[str, tuple[s
     return {param: inputs for param, inputs in law.identified_by.items() if all(name in constant for name in inputs)}
 
 
-def _describe(table: pd.DataFrame, row, columns) -> str:
-    def shown(value):
-        return f"{value:g}" if isinstance(value, (int, float, np.number)) else repr(value)
+def _shown(value) -> str:
+    """A cell as a user wrote it: numbers plainly (nan, inf, 1e+300), anything else quoted."""
+    return f"{value:g}" if isinstance(value, (int, float, np.number)) else repr(value)
 
-    return ", ".join(f"{name}={shown(table.at[row, name])}" for name in columns)
+
+def _describe(table: pd.DataFrame, row, columns) -> str:
+    return ", ".join(f"{name}={_shown(table.at[row, name])}" for name in columns)
 
 
 def _first_line(error: BaseException) -> str:

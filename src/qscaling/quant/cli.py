@@ -13,6 +13,7 @@ from pathlib import Path
 from qscaling.checkpoint import save_checkpoint
 from qscaling.data import load_tokens
 from qscaling.data.fetch import sha256_file
+from qscaling.data.tokens import check_vocabulary
 from qscaling.quant.as_trained import load_as_trained
 from qscaling.quant.precision import ROLES
 from qscaling.quant.ptq import (
@@ -61,7 +62,9 @@ def run(args) -> int:
     if args.calib is not None and args.method in CALIBRATED_METHODS:
         context = getattr(model.config, "max_position_embeddings", DEFAULT_CALIBRATION_LENGTH)
         seq_len = args.calib_seq_len or min(DEFAULT_CALIBRATION_LENGTH, context)
-        calib_tokens = sample_calibration(load_tokens(args.calib), args.calib_sequences, seq_len, args.calib_seed)
+        tokens = load_tokens(args.calib)
+        check_vocabulary(tokens, model.config.vocab_size, f"--calib {args.calib}")
+        calib_tokens = sample_calibration(tokens, args.calib_sequences, seq_len, args.calib_seed)
         calibration = {
             "tokens": str(args.calib),
             "tokens_sha256": sha256_file(args.calib),

@@ -25,6 +25,11 @@ def load_study(name: str, module_name: str) -> Study:
     try:
         module = importlib.import_module(module_name)
     except ImportError as error:
+        if module_name == f"qscaling.studies.{name}":
+            raise ConfigError(
+                f"config key studies.{name}: not a built-in study ({', '.join(BUILTIN)}), and no `module:` names "
+                "the plug-in that registers it"
+            ) from None
         raise ConfigError(f"config key studies.{name}: no study module {module_name!r} ({error})") from None
     study = getattr(module, "STUDY", None)
     if not isinstance(study, Study):
