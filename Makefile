@@ -24,7 +24,7 @@ VENV_FLAGS :=
 TORCH_REQ := $(TORCH_PIN)
 endif
 
-.PHONY: figures test test-fast lint venv clean reference schema
+.PHONY: figures test test-fast lint venv clean reference schema docs
 
 venv: $(STAMP)
 
@@ -57,6 +57,12 @@ schema: $(STAMP)
 
 reference: $(STAMP)
 	BIN=$(BIN) CORES=$(CORES) reference/regenerate.sh smoke default
+	$(MAKE) docs
+
+# The README's results block and docs/results.md, from the committed default run's claims (tests/test_docs.py
+# fails when they disagree).
+docs: $(STAMP)
+	$(BIN)/python -c 'from qscaling.report import write_docs; write_docs("reference/default")'
 
 clean:
 	rm -rf results logs benchmarks/*/ .snakemake figures/*/

@@ -49,6 +49,7 @@ LAYERS = {
     "qscaling.studies": STUDIES,
     "qscaling.bench": PIPELINE,
     "qscaling.cli": PIPELINE,
+    "qscaling.cost": PIPELINE,
     "qscaling.diff": PIPELINE,
     "qscaling.laws.cli": PIPELINE,
     "qscaling.pipeline": PIPELINE,

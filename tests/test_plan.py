@@ -46,3 +46,25 @@ def test_the_plan_command_prints_the_reuse_ratio():
     header, *rows = result.stdout.splitlines()[1:-1]
     assert {row.index(row.split()[-1]) + len(row.split()[-1]) for row in rows} == {len(header)}
     assert any(row.startswith("kumar2024_training ") for row in rows)
+
+
+def test_a_target_is_planned_with_only_what_it_needs(capsys):
+    from qscaling.cli import main
+
+    assert main(["plan", "--scale", "smoke", "kumar2024_fig2"]) == 0
+    figure = capsys.readouterr().out
+    assert main(["plan", "--scale", "smoke", "all"]) == 0
+    everything = capsys.readouterr().out
+    runs = [int(text.split(": ")[1].split(" runs")[0]) for text in (figure, everything)]
+    assert 0 < runs[0] < runs[1] and "checkpoints to score" in figure and "min on 2 CPU cores" in figure
+    assert main(["plan", "--scale", "smoke", "results/tables/learning_curves.parquet"]) == 0
+    assert "0 checkpoints to score" in capsys.readouterr().out
+
+
+def test_the_paper_scale_is_priced_in_gpu_hours():
+    result = subprocess.run(
+        [sys.executable, "-m", "qscaling.cli", "plan", "--scale", "paper"], capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    hours = float(result.stdout.rsplit("≈ ", 1)[1].split(" GPU-hours")[0])
+    assert 100 < hours < 1000  # ~1e20-1e21 FLOP of 30M-220M models at 400 TFLOP/s

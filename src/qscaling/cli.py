@@ -18,7 +18,7 @@ COMMANDS = {
     "predict": ("qscaling.predict", "every applicable law's prediction for a planned run"),
     "bench": ("qscaling.bench", "speed benchmarks, printed as ratios against a baseline"),
     "trace": ("qscaling.trace", "the chain from an output back to config values, corpus files and checkpoints"),
-    "plan": ("qscaling.pipeline", "the runs a config trains, and the training its branches and shared specs save"),
+    "plan": ("qscaling.cost", "the runs a config trains, and the training its branches and shared specs save"),
     "run": ("qscaling.runner", "run the workflow (Snakemake arguments), resuming by itself after a crash"),
     "diff": ("qscaling.diff.cli", "compare two result trees (tables, fits, claims, figures) with tolerances"),
 }

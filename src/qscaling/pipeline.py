@@ -1,8 +1,6 @@
 """Everything the Snakefile needs before any job exists, built once from the raw config: the typed config, each
 configured study with its settings, every planned run and scored checkpoint, every study's jobs, fits and tables,
 and every declared figure with its inputs. The rule files read this; no study is named here.
-
-Also `qscaling plan`: the runs a config trains and how much its cooldown branches and shared specs save.
 """
 
 import copy
@@ -12,10 +10,10 @@ from pathlib import Path
 import yaml
 
 from qscaling.atomic import write_text
-from qscaling.config import Common, Config, ConfigError, deep_merge, resolve_config
+from qscaling.config import Common, Config, resolve_config
 from qscaling.figures import declared_figures, figure_inputs, figure_modules
 from qscaling.layout import LEARNING_CURVES, Layout
-from qscaling.plan import Planner, compute_reuse, log_spaced_tokens
+from qscaling.plan import Planner, log_spaced_tokens
 from qscaling.settings import StudySettings, schema_of
 from qscaling.studies.registry import BUILTIN, load_study, module_of, settings_params, study_settings
 from qscaling.studies.study import Evaluation, Job, Scoring, Study
@@ -190,70 +188,3 @@ def config_schema() -> dict:
 def write_config_schema(path: str | Path = SCHEMA_PATH) -> None:
     text = "# Generated from the settings types by `make schema` (qscaling.pipeline.config_schema): do not edit.\n"
     write_text(path, text + yaml.safe_dump(config_schema(), sort_keys=False, allow_unicode=True, width=120))
-
-
-def read_yaml(path: str | Path) -> dict:
-    """A config file's mapping; ConfigError naming the file and line of a YAML error."""
-    try:
-        loaded = yaml.safe_load(Path(path).read_text())
-    except OSError as error:
-        raise ConfigError(f"config file {path}: {error.strerror}") from None
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
-        raise ConfigError(f"config file {where}: invalid YAML ({getattr(error, 'problem', None) or error})") from None
-    if not isinstance(loaded, dict | None):
-        raise ConfigError(f"config file {path}: expected a mapping of config keys, got {type(loaded).__name__}")
-    return loaded or {}
-
-
-def load_config(configfiles=(), scale: str = "default") -> dict:
-    """The embedded config.yaml with each of `configfiles` merged over it, as Snakemake's --configfile does,
-    and `scale` chosen."""
-    raw = read_yaml(CONFIG_PATH)
-    for path in configfiles:
-        raw = deep_merge(raw, read_yaml(path))
-    return {**raw, "scale": scale}
-
-
-def add_arguments(parser) -> None:
-    parser.add_argument("--scale", default="default", help="config preset (default: default)")
-    parser.add_argument(
-        "--configfile",
-        nargs="+",
-        default=[],
-        metavar="FILE",
-        help="config files merged over the embedded config.yaml, in order, as Snakemake's --configfile merges them",
-    )
-
-
-def run(args) -> int:
-    """`qscaling plan`: the runs a config trains and how much training its cooldown branches and shared specs save."""
-    config, studies = resolve(load_config(args.configfile, args.scale))
-    planner, evaluations = plan_all(config, studies)
-    # What each study reads of the runs: scored checkpoints and training curves, each one from-scratch run's worth.
-    checkpoints = {
-        study: {(e.run, e.tokens) for e in found} | planner.curves.get(study, set())
-        for study, found in evaluations.items()
-    }
-    checkpoints["learning curves"] = {
-        (run, tokens) for run in learning_curve_runs(config, planner) for tokens in planner.runs[run].milestones
-    }
-    print_reuse(args.scale, planner, checkpoints)
-    return 0
-
-
-def print_reuse(scale: str, planner: Planner, checkpoints: dict) -> None:
-    branches = sum(1 for plan in planner.runs.values() if plan.spec.cooldown)
-    print(f"{scale}: {len(planner.runs)} runs ({len(planner.runs) - branches} from scratch, {branches} cooldown "
-          f"branches), {len(planner.hub_runs)} imported")  # fmt: skip
-    *studies, total = compute_reuse(planner, checkpoints)
-    width = max(len("shared by several"), *(len(row["study"]) for row in studies))
-    print(f"{'':<{width}} {'checkpoints':>11} {'own runs':>8} {'tokens they train':>18}")
-    for row in studies:
-        print(f"{row['study']:<{width}} {row['checkpoints']:>11} {row['runs']:>8} {row['trained'] / 1e6:>17.1f}M")
-    print(f"{'shared by several':<{width}} {'':>11} {total['runs'] - sum(r['runs'] for r in studies):>8} "
-          f"{(total['trained'] - sum(r['trained'] for r in studies)) / 1e6:>17.1f}M")  # fmt: skip
-    print(f"{'all':<{width}} {total['checkpoints']:>11} {total['runs']:>8} {total['trained'] / 1e6:>17.1f}M")
-    print(f"compute reuse {total['reuse']:.2f}x: one from-scratch run per scored checkpoint or training curve (N, D, "
-          f"precision, recipe) would train {total['from_scratch'] / 1e6:.1f}M tokens")  # fmt: skip

@@ -132,6 +132,11 @@ def trained_tokens(plan: RunPlan) -> int:
     return spec.total_steps * spec.tokens_per_step - start
 
 
+def training_flops(planner: Planner) -> float:
+    """Training compute of every planned run, 6·N·D (Kaplan et al.: N non-embedding, D the tokens it trains)."""
+    return sum(6.0 * plan.spec.shape.non_embedding_params * trained_tokens(plan) for plan in planner.runs.values())
+
+
 def compute_reuse(planner: Planner, checkpoints: dict[str, set[tuple[str, int]]]) -> list[dict]:
     """Per study: its scored checkpoints (and training curves, as (run, tokens) too), and the runs only it needs (its
     checkpoints' runs and the trunks they branch from, less those another study needs too) with the tokens they
