@@ -141,3 +141,10 @@ def test_a_closed_pipe_ends_the_command_quietly():
     result = subprocess.run(command, stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=120)
     os.close(write_end)
     assert result.returncode == 0 and result.stderr == ""
+
+
+def test_plan_merges_a_configfile_over_the_embedded_config_as_snakemake_does(tmp_path, capsys):
+    overlay = tmp_path / "overlay.yaml"
+    overlay.write_text("studies:\n  ladder:\n    bootstrap: 5\n")  # one key of one study: the rest stays
+    assert main(["plan", "--scale", "smoke", "--configfile", str(overlay)]) == 0
+    assert capsys.readouterr().out.startswith("smoke: ")

@@ -205,3 +205,28 @@ def test_bad_input_is_one_line_naming_the_option(capsys, bad_fits, args, option,
     assert out == ""
     assert err.endswith("\n") and err.count("\n") == 1
     assert err.startswith(f"qscaling predict: {option}") and message in err
+
+
+# ---- What a reader must be told ---------------------------------------------------------------------------------
+
+
+def test_the_papers_gptq_constants_are_not_passed_off_as_another_methods(capsys):
+    gptq = run_predict(capsys, "--N", "1e9", "--D", "2e10", "--ptq", "gptq:int4:g128")
+    rtn = run_predict(capsys, "--N", "1e9", "--D", "2e10", "--ptq", "rtn:int4:g128")
+    assert any(row["quantity"] == predict.DELTA_PTQ for row in gptq["predictions"])
+    assert not any(row["quantity"] in (predict.DELTA_PTQ, predict.QID) for row in rtn["predictions"])
+    assert any("fitted these to GPTQ and give no constants for rtn" in note for note in rtn["notes"])
+
+
+def test_paper_variants_that_disagree_are_named_with_their_sources(capsys):
+    report = run_predict(capsys, "--N", "1e9", "--D", "2e10", "--ptq", "gptq:int4:g128")
+    [note] = [note for note in report["notes"] if note.startswith("kumar2024.ptq: δ_PTQ differs")]
+    assert "3.1x between paper variants" in note and "offset b = 1.1277 not applied" in note
+
+
+def test_a_fit_asked_beyond_its_data_and_an_implausible_plan_are_flagged(tmp_path, capsys):
+    path = synthetic_fit_file(tmp_path, "chinchilla", bootstrap=0)
+    report = run_predict(capsys, "--N", "70B", "--D", "1", "--fit", path)
+    notes = " ".join(report["notes"])
+    assert f"--fit {path}: N = 7e+10 is" in notes and "beyond the" in notes and "an extrapolation" in notes
+    assert "fewer tokens than parameters" in notes and "a predicted loss exceeds 20 nats" in notes
