@@ -2,12 +2,13 @@
 
 import json
 
+import numpy as np
 import pytest
 import torch
 
 from qscaling.checkpoint import load_checkpoint, save_checkpoint
 from qscaling.data import load_tokens
-from qscaling.evaluate import evaluate_checkpoint, evaluate_loss
+from qscaling.evaluate import evaluate_checkpoint, evaluate_loss, held_out_windows
 from qscaling.model import ModelShape, build_model, count_non_embedding_params
 from qscaling.quant.as_trained import load_as_trained
 
@@ -74,11 +75,24 @@ def test_evaluation_loss_equals_transformers_loss(token_files):
     model = build_model(ModelShape(16, 1, 2, 48, vocab_size=64, seq_len=32), seed=1).eval()
     tokens = load_tokens(token_files["val"])
     result = evaluate_loss(model, tokens, seq_len=32, batch_size=5, max_tokens=33 * 20)
-    windows = torch.from_numpy(tokens[: 33 * 20].astype("int64")).view(20, 33)
+    # 20 windows evenly spaced over the whole shard, from its first window to its last.
+    every_window = torch.from_numpy(tokens[: tokens.size // 33 * 33].astype("int64")).view(-1, 33)
+    windows = every_window[np.linspace(0, len(every_window) - 1, 20).round().astype(int)]
     with torch.no_grad():
         expected = torch.stack([model(input_ids=w[None], labels=w[None]).loss for w in windows]).mean()
     assert result["tokens"] == 20 * 32
     assert result["loss"] == pytest.approx(float(expected), abs=1e-6)
+
+
+def test_a_token_budget_spreads_its_windows_over_the_whole_held_out_set():
+    tokens = np.arange(10_000) % 60_000
+    windows = held_out_windows(tokens, 10, max_tokens=50)
+    assert windows[:, 0].tolist() == [0, 2500, 5000, 7490, 9990]
+    assert (np.diff(windows, axis=1) == 1).all()
+    assert held_out_windows(tokens, 10, max_tokens=None).shape == (1000, 10)
+    assert held_out_windows(tokens, 10, max_tokens=10**9).shape == (1000, 10)
+    with pytest.raises(ValueError, match="fewer than one window"):
+        held_out_windows(tokens, 10, max_tokens=9)
 
 
 def test_evaluate_checkpoint_row(saved_checkpoint, token_files):

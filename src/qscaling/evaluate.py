@@ -1,7 +1,9 @@
 """Evaluation: validation loss (nats/token) of a checkpoint on a fixed held-out token set, as tidy rows.
 
-The held-out set is the first `max_tokens` tokens of the validation shard, cut into consecutive windows of
-seq_len + 1 tokens (no overlap, no sampling), so every checkpoint is scored on exactly the same tokens.
+The validation shard is cut into consecutive windows of seq_len + 1 tokens (no overlap); a budget of `max_tokens`
+takes that many tokens' worth of windows evenly spaced over the whole shard (`held_out_windows`), not its first
+slice, whose documents read 0.1–0.15 nats easier than the set's mean. Every checkpoint is scored on exactly the
+same windows.
 """
 
 import json
@@ -23,6 +25,18 @@ from qscaling.quant.precision import run_precision_label
 from qscaling.stats import standard_error
 
 
+def held_out_windows(tokens: np.ndarray, window: int, max_tokens: int | None) -> np.ndarray:
+    """The (windows, `window`) token array scored: every whole window of `tokens`, or, under a budget of
+    `max_tokens`, that many tokens' worth of them at evenly spaced positions over the whole set."""
+    total = tokens.size // window
+    count = total if max_tokens is None else min(total, max_tokens // window)
+    if count == 0:
+        available = tokens.size if max_tokens is None else min(tokens.size, max_tokens)
+        raise ValueError(f"held-out set has {available} tokens, fewer than one window of {window}")
+    starts = np.linspace(0, total - 1, count).round().astype(np.int64) * window
+    return np.asarray(tokens)[starts[:, None] + np.arange(window)]
+
+
 @torch.no_grad()
 def evaluate_loss(
     model,
@@ -38,13 +52,10 @@ def evaluate_loss(
     `loss_se` is the standard error over windows; `per_window` (a float64 tensor) lets a caller pair two models
     scored on the same windows, whose difference is far less noisy than either loss.
     """
-    window = seq_len + 1
-    available = tokens.size if max_tokens is None else min(tokens.size, max_tokens)
-    n_windows = available // window
-    if n_windows == 0:
-        raise ValueError(f"held-out set has {available} tokens, fewer than one window of {window}")
-    check_vocabulary(tokens[: n_windows * window], model.config.vocab_size, "held-out tokens")
-    data = torch.from_numpy(np.asarray(tokens[: n_windows * window]).astype(np.int64)).view(n_windows, window)
+    windows = held_out_windows(tokens, seq_len + 1, max_tokens)
+    check_vocabulary(windows, model.config.vocab_size, "held-out tokens")
+    n_windows = len(windows)
+    data = torch.from_numpy(windows.astype(np.int64))
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()
