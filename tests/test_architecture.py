@@ -21,6 +21,7 @@ LAYERS = {
     "qscaling.config": FOUNDATIONS,
     "qscaling.device": FOUNDATIONS,
     "qscaling.layout": FOUNDATIONS,
+    "qscaling.noise": FOUNDATIONS,
     "qscaling.plan": FOUNDATIONS,
     "qscaling.quant": FOUNDATIONS,  # the package only: its names load their modules on first use
     "qscaling.quant.formats": FOUNDATIONS,
