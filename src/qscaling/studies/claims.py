@@ -11,6 +11,8 @@ import math
 import numpy as np
 import pandas as pd
 
+from qscaling.noise import Sigma, noise_floor
+
 COLUMNS = ["study", "claim", "statistic", "ci", "verdict", "paper", "magnitude", "scale"]
 COVERS_PAPER = "covers paper"
 EXCLUDES_PAPER = "excludes paper"
@@ -52,13 +54,23 @@ def cannot_fail_claim(study: str, text: str, reason: str) -> dict:
     return claim(study, text, statistic=f"{reason}: the test cannot fail", ci="", verdict=INCONCLUSIVE)
 
 
-def floored_by_seed_noise(row: dict, effect: float, sigma: float, noise: str, what: str) -> dict:
-    """`row` made inconclusive where its whole effect (`what`, in nats) is within NOISE_SIGMAS σ_seed of nothing:
-    separately trained runs differ by that much with no precision effect at all. `noise` (how σ_seed was
-    measured) joins the row's CI."""
+def floored_by_seed_noise(
+    row: dict, effect: float, sigma: Sigma | float, noise: str | None, what: str, scale: float = 1.0
+) -> dict:
+    """`row` made inconclusive where its whole effect (`what`, in nats) is within the seed noise of nothing:
+    separately trained runs differ by that much with no precision effect at all. With a `Sigma`, within its 95 %
+    t-floor (`qscaling.noise.noise_floor`; `scale`: the effect's seed-to-seed SD in σ_seed, √2 for a difference of
+    two runs), and `noise` defaults to its source; with a bare σ (no dof), within NOISE_SIGMAS σ. `noise` (how
+    σ_seed was measured) joins the row's CI."""
+    noise = sigma.source if noise is None and isinstance(sigma, Sigma) else noise
     row = {**row, "ci": f"{row['ci']} ({noise})" if row["ci"] else noise}
-    if math.isfinite(sigma) and effect <= NOISE_SIGMAS * sigma and row["verdict"] != INCONCLUSIVE:
-        statistic = f"{row['statistic']}; {what} {effect:.2g} ≤ {NOISE_SIGMAS} σ_seed"
+    if isinstance(sigma, Sigma):
+        floor = noise_floor(sigma, scale)
+        rule = f"{floor:.2g}, the 95 % t-floor of σ_seed ({sigma.dof:.1f} dof)"
+    else:
+        floor, rule = NOISE_SIGMAS * sigma * scale, f"{NOISE_SIGMAS * scale:.3g} σ_seed"
+    if math.isfinite(floor) and effect <= floor and row["verdict"] != INCONCLUSIVE:
+        statistic = f"{row['statistic']}; {what} {effect:.2g} ≤ {rule}"
         magnitude = row["magnitude"] if row["magnitude"] == NO_PAPER_VALUE else INCONCLUSIVE
         return {**row, "statistic": statistic, "verdict": INCONCLUSIVE, "magnitude": magnitude}
     return row
