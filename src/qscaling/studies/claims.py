@@ -3,22 +3,38 @@
 Verdicts are decided by the data, never tuned. The direction verdict (`verdict`) is `reproduced` when the CI
 excludes zero on the paper's side, `not reproduced` when it excludes zero on the other side, `inconclusive`
 otherwise. The magnitude verdict (`magnitude`), for a claim with a paper value, says whether the CI covers that
-value: a right sign at a wrong size is a different finding from a right sign at the paper's size.
+value (`Interval.magnitude`): a right sign at a wrong size is a different finding from a right sign at the paper's
+size, and a CI too wide to have missed the paper's value (UNINFORMATIVE_*) is neither.
 """
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from qscaling.noise import Sigma, noise_floor
 
 COLUMNS = ["study", "claim", "statistic", "ci", "verdict", "paper", "magnitude", "scale"]
 COVERS_PAPER = "covers paper"
 EXCLUDES_PAPER = "excludes paper"
+UNINFORMATIVE = "uninformative"
 NO_PAPER_VALUE = "no paper value"
 INCONCLUSIVE = "inconclusive"
-MAGNITUDES = (COVERS_PAPER, EXCLUDES_PAPER, INCONCLUSIVE)  # for a claim with a paper value
+MAGNITUDES = (COVERS_PAPER, EXCLUDES_PAPER, UNINFORMATIVE, INCONCLUSIVE)  # for a claim with a paper value
+# A CI covering the paper's value matches it only where it could have missed it: one that admits most of what the
+# statistic can be is uninformative. How wide is too wide depends on the statistic:
+# - a parameter with finite bounds (a law's): a CI over more than this share of its range keeps more than it
+#   rules out;
+UNINFORMATIVE_SHARE = 0.5
+# - a positive scale parameter (an exponent, a share, a ratio): its size is its order of magnitude, which a CI whose
+#   ends lie more than this many decades apart does not know (a CI reaching 0 spans infinitely many);
+UNINFORMATIVE_DECADES = 1.0
+# - a signed statistic without bounds (a slope, a difference): the paper's value is its only scale, and a CI wider
+#   than this multiple of |paper| has a half-width beyond half the paper's value.
+UNINFORMATIVE_PAPER_MULTIPLE = 1.0
+CONFIDENCE = 0.95  # of every claim's CI
 # A CI endpoint this close (relatively) to a parameter's bound was produced by the optimiser stopping there.
 BOUND_RTOL = 1e-9
 NOISE_SIGMAS = 2  # an effect within 2 σ_seed of nothing is inconclusive
@@ -82,13 +98,63 @@ def verdict_from_interval(low: float, high: float, expect: str) -> str:
     return "reproduced" if high < 0 else ("not reproduced" if low > 0 else INCONCLUSIVE)
 
 
-def magnitude_from_interval(low: float, high: float, paper: float | None) -> str:
-    """Whether the CI [low, high] contains the paper's value; inconclusive where there is no finite CI."""
-    if paper is None:
-        return NO_PAPER_VALUE
-    if not (math.isfinite(low) and math.isfinite(high)):
-        return INCONCLUSIVE
-    return COVERS_PAPER if low <= paper <= high else EXCLUDES_PAPER
+def student_t_quantile(dof: float) -> float:
+    """The two-sided CONFIDENCE quantile of Student's t with `dof` degrees of freedom: 4.30 for an SD over 3
+    seeds (2 dof), 1.96 as dof grows; infinite without one (a single seed measures no spread)."""
+    return float(stats.t.ppf((1 + CONFIDENCE) / 2, dof)) if dof > 0 else math.inf
+
+
+def t_interval(estimate: float, se: float, dof: float) -> tuple[float, float]:
+    """estimate ± t·se: the CI of a value whose standard error was estimated with `dof` degrees of freedom (from
+    a sample SD over k seeds or cells: k − 1). A normal quantile would treat that SD as exact."""
+    half = student_t_quantile(dof) * se if se > 0 else 0.0
+    return estimate - half, estimate + half
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A CI [low, high] with what its magnitude verdict needs. An end is open where a bound cut it (the optimiser,
+    not the data, stopped there: the statistic may lie beyond it); `bounds` are the values the statistic can take
+    and `positive` marks a scale parameter (the UNINFORMATIVE_* rules)."""
+
+    low: float
+    high: float
+    open_low: bool = False
+    open_high: bool = False
+    bounds: tuple[float, float] = (-math.inf, math.inf)
+    positive: bool = False
+
+    def text(self, digits: int = 3) -> str:
+        return f"[{self.low:.{digits}f}, {self.high:.{digits}f}]"
+
+    def verdict(self, expect: str) -> str:
+        return verdict_from_interval(self.low, self.high, expect)
+
+    def magnitude(self, paper: float | None) -> str:
+        """Covers or excludes the paper's value, uninformative where it covers it but is too wide to have missed
+        it, inconclusive without a finite CI or where the value lies beyond an open end."""
+        if paper is None:
+            return NO_PAPER_VALUE
+        if not (math.isfinite(self.low) and math.isfinite(self.high)):
+            return INCONCLUSIVE
+        if paper < self.low or paper > self.high:
+            beyond_open = self.open_low if paper < self.low else self.open_high
+            return INCONCLUSIVE if beyond_open else EXCLUDES_PAPER
+        return UNINFORMATIVE if self.too_wide(paper) else COVERS_PAPER
+
+    def too_wide(self, paper: float) -> bool:
+        width, span = self.high - self.low, self.bounds[1] - self.bounds[0]
+        if math.isfinite(span) and width > UNINFORMATIVE_SHARE * span:
+            return True
+        if self.positive:
+            return self.low <= 0 or math.log10(self.high / self.low) > UNINFORMATIVE_DECADES
+        return not math.isfinite(span) and width > UNINFORMATIVE_PAPER_MULTIPLE * abs(paper)
+
+
+def magnitude_from_interval(low: float, high: float, paper: float | None, **scale) -> str:
+    """`Interval(low, high, **scale).magnitude(paper)`: covers paper, excludes paper, uninformative or
+    inconclusive; `scale` as Interval's (bounds, positive, open ends), a signed unbounded statistic without it."""
+    return Interval(low, high, **scale).magnitude(paper)
 
 
 def pooled_slope(frame: pd.DataFrame, x: str, y: str, by, *, log_x: bool = True, log_y: bool = True) -> float:
@@ -148,24 +214,69 @@ def slope_claim(
 
 
 def positive_parameter_claim(study: str, text: str, fit, name: str, paper: float | None = None) -> dict:
-    """A fitted exponent has the paper's (positive) sign, decided by its bootstrap CI, and `paper`'s size when
-    the CI covers it.
+    """A fitted exponent has the paper's (positive) sign, decided by its bootstrap CI, and `paper`'s size, read
+    off the same CI (`parameter_interval`).
 
-    A parameter pinned at its bound is inconclusive on both counts whatever its CI, since the optimum lies
-    outside the law's range. A CI that only reaches a bound keeps its verdicts, but the statistic says so: the
-    bound cut off part of the bootstrap's spread.
+    A parameter pinned at its bound leaves the direction inconclusive whatever its CI, since the optimum lies
+    outside the law's range; the magnitude is still read, with the CI's end at that bound open, so a paper value
+    beyond the other end stays excluded. A CI that only reaches a bound keeps its verdicts, but the statistic says
+    so: the bound cut off part of the bootstrap's spread. Where the law bounds the parameter at 0 or above, no fit
+    can show the opposite sign (only the bound): the statistic says the test is one-sided.
     """
-    low, high, reached = ci_within_bounds(fit, name)
-    at_bound = fit.at_bound(name)
+    interval = parameter_interval(fit, name)
+    _, _, reached = ci_within_bounds(fit, name)
     statistic = f"{name} = {fit.params[name]:.3f}, R² = {fit.r2:.2f}"
-    if at_bound:
-        verdict, magnitude = INCONCLUSIVE, (None if paper is None else INCONCLUSIVE)
+    if fit.at_bound(name):
+        verdict = INCONCLUSIVE
         statistic += " (at its bound)"
     else:
-        verdict, magnitude = verdict_from_interval(low, high, "positive"), magnitude_from_interval(low, high, paper)
+        verdict = interval.verdict("positive")
         statistic += "".join(f" (CI reaches its bound {bound:g})" for bound in reached)
-    ci = f"[{low:.3f}, {high:.3f}]"
-    return claim(study, text, statistic=statistic, ci=ci, verdict=verdict, paper=paper, magnitude=magnitude)
+    if interval.bounds[0] >= 0:
+        statistic += f"; one-sided: the law keeps {name} ≥ {interval.bounds[0]:g}, so no fit shows it negative"
+    return claim(
+        study,
+        text,
+        statistic=statistic,
+        ci=interval.text(),
+        verdict=verdict,
+        paper=paper,
+        magnitude=interval.magnitude(paper),
+    )
+
+
+def parameter_interval(fit, name: str) -> Interval:
+    """`name`'s bootstrap CI (`ci_within_bounds`) within the law's bounds, open at an end where a bound cut it: the
+    CI reaches that bound, or the fitted value sits on it. A parameter bounded at 0 or above is a positive scale
+    parameter."""
+    low, high, reached = ci_within_bounds(fit, name)
+    param = next((param for param in fit.law.params if param.name == name), None)
+    if param is None:
+        return Interval(low, high)
+    value, pinned = fit.params[name], fit.at_bound(name)
+    pinned_low = pinned and abs(value - param.low) <= abs(value - param.high)
+    return Interval(
+        low,
+        high,
+        open_low=param.low in reached or pinned_low,
+        open_high=param.high in reached or (pinned and not pinned_low),
+        bounds=(param.low, param.high),
+        positive=param.low >= 0,
+    )
+
+
+def parameter_difference(first, first_name: str, second, second_name: str) -> Interval:
+    """first's `first_name` − second's `second_name`, its CI the difference of the two CIs' far ends (wider than
+    the difference's own: the two fits' bootstraps are not paired), open where an end it came from is, within the
+    range the two bounds leave."""
+    a, b = parameter_interval(first, first_name), parameter_interval(second, second_name)
+    return Interval(
+        a.low - b.high,
+        a.high - b.low,
+        open_low=a.open_low or b.open_high,
+        open_high=a.open_high or b.open_low,
+        bounds=(a.bounds[0] - b.bounds[1], a.bounds[1] - b.bounds[0]),
+    )
 
 
 def ci_within_bounds(fit, name: str) -> tuple[float, float, list[float]]:
