@@ -156,7 +156,7 @@ def test_the_profile_over_e_finds_the_true_e_and_the_claim_reads_the_ci(syntheti
     assert row["verdict"] == "reproduced" and row["ci"] == f"[{fit.ci['alpha'][0]:.3f}, {fit.ci['alpha'][1]:.3f}]"
 
 
-def test_an_unidentified_alpha_is_inconclusive_with_the_ridge_it_moves_along(synthetic_fit):
+def test_an_unidentified_alpha_is_not_reproduced_with_the_ridge_it_moves_along(synthetic_fit):
     _, fit = synthetic_fit
     low_ci = dataclasses.replace(fit, ci={**fit.ci, "alpha": (0.07, 0.5)})
     ridge = pd.DataFrame(
@@ -164,7 +164,7 @@ def test_an_unidentified_alpha_is_inconclusive_with_the_ridge_it_moves_along(syn
          "objective": [0.1894, 0.1893, 0.1893, 0.195], "heldout_relative_error": [0.0207, 0.0207, 0.0208, 0.0224]}
     )  # fmt: skip
     row = ladder.alpha_identified_claim(low_ci, ridge)
-    assert row["verdict"] == "inconclusive"
+    assert row["verdict"] == "not reproduced"
     assert "E held anywhere in [0.001, 1]" in row["statistic"] and "α runs 0.080–0.130" in row["statistic"]
     at_bound = dataclasses.replace(fit, params={**fit.params, "alpha": 3.0}, ci={**fit.ci, "alpha": (2.9, 3.0)})
     assert ladder.alpha_identified_claim(at_bound, ridge)["verdict"] == "inconclusive"

@@ -128,7 +128,9 @@ class Interval:
         return f"[{self.low:.{digits}f}, {self.high:.{digits}f}]"
 
     def verdict(self, expect: str) -> str:
-        return verdict_from_interval(self.low, self.high, expect)
+        """The direction verdict, an open end read as unbounded: where a bound cut the CI, the data did not."""
+        low, high = (-math.inf if self.open_low else self.low), (math.inf if self.open_high else self.high)
+        return verdict_from_interval(low, high, expect)
 
     def magnitude(self, paper: float | None) -> str:
         """Covers or excludes the paper's value, uninformative where it covers it but is too wide to have missed
@@ -219,9 +221,10 @@ def positive_parameter_claim(study: str, text: str, fit, name: str, paper: float
 
     A parameter pinned at its bound leaves the direction inconclusive whatever its CI, since the optimum lies
     outside the law's range; the magnitude is still read, with the CI's end at that bound open, so a paper value
-    beyond the other end stays excluded. A CI that only reaches a bound keeps its verdicts, but the statistic says
-    so: the bound cut off part of the bootstrap's spread. Where the law bounds the parameter at 0 or above, no fit
-    can show the opposite sign (only the bound): the statistic says the test is one-sided.
+    beyond the other end stays excluded. A CI that only reaches a bound is read as open there (`Interval.verdict`)
+    and the statistic says so: the bound cut off part of the bootstrap's spread. Where the law bounds the
+    parameter at 0 or above, no fit can show the opposite sign (only the bound): the statistic says the test is
+    one-sided.
     """
     interval = parameter_interval(fit, name)
     _, _, reached = ci_within_bounds(fit, name)
