@@ -6,17 +6,29 @@ setting). The schedule ablation (Fig. 12) repeats the smallest size's grid with 
 the tidy table, the δ_PTQ law fitted per method, the critical data size and the claims.
 """
 
+import math
+
 import numpy as np
 import pandas as pd
 
 from qscaling.laws import kumar2024 as law
 from qscaling.laws import try_fit
 from qscaling.laws.baseline import KUMAR2024_CHINCHILLA
-from qscaling.studies.claims import claim, positive_parameter_claim, slope_claim
+from qscaling.studies.claims import (
+    INCONCLUSIVE,
+    claim,
+    positive_parameter_claim,
+    slope_claim,
+    t_interval,
+    verdict_from_interval,
+)
 from qscaling.studies.kumar2024.grid import STUDY
 from qscaling.studies.kumar2024.settings import Kumar2024Settings
 
 _PTQ_PAPER = law.PTQ.paper_params["table2"]  # C_T, γ_D, γ_N, γ_post of Table 2
+# Schedules whose δ_PTQ ratio is known to lie within 80–125 % count as not differing: the conventional
+# bioequivalence bounds, fixed before any run (the paper gives no margin of its own).
+EQUIVALENT_RATIO = (0.8, 1.25)
 
 
 def build_table(rows: pd.DataFrame, settings: Kumar2024Settings) -> pd.DataFrame:
@@ -133,9 +145,25 @@ def schedule_matched_cells(table: pd.DataFrame, method: str = "gptq") -> pd.Data
     return wide.dropna().reset_index()
 
 
-def schedule_ratio(table: pd.DataFrame, *, bootstrap: int = 1000, seed: int = 0) -> dict | None:
-    """Mean δ_PTQ under the ablation schedule over mean δ_PTQ under the main one, across matched cells, with a
-    percentile bootstrap CI: cells resampled, and each δ redrawn within its paired noise (`delta_se`).
+def pair_log_ratios(cells: pd.DataFrame, main: str, other: str) -> pd.DataFrame:
+    """Per (N, D) run pair (one model trained under each schedule) with positive mean δ under both: the log of
+    mean δ `other` over mean δ `main` across bits (`log_ratio`), and its evaluation variance (`variance`, by the
+    delta method from each cell's `delta_se`)."""
+    pairs = []
+    for (n, d), group in cells.groupby(["N", "D"]):
+        means = {anneal: float(group[f"delta_{anneal}"].mean()) for anneal in (main, other)}
+        if min(means.values()) <= 0:
+            continue
+        variance = sum(float((group[f"delta_se_{a}"] ** 2).sum()) / (len(group) * means[a]) ** 2 for a in means)
+        pairs.append({"N": n, "D": d, "log_ratio": math.log(means[other] / means[main]), "variance": variance})
+    return pd.DataFrame(pairs, columns=["N", "D", "log_ratio", "variance"])
+
+
+def schedule_ratio(table: pd.DataFrame) -> dict | None:
+    """δ_PTQ under the ablation schedule over δ_PTQ under the main one: `ratio` the geometric mean over run pairs
+    of their ratio of mean δ (`pair_log_ratios`), its CI t-based over the pairs (pairs − 1 dof). Two models trained
+    apart differ by their runs' noise as well as by schedule, and the pairs' spread holds it (with fewer than two
+    pairs the CI is unbounded); where that spread happens to fall below the evaluation noise, the latter stands.
     None when no cell was run under both."""
     cells = schedule_matched_cells(table)
     trained = table[table["anneal"] != "imported"]
@@ -144,26 +172,20 @@ def schedule_ratio(table: pd.DataFrame, *, bootstrap: int = 1000, seed: int = 0)
     if cells.empty or main.empty or other.empty:
         return None
     main, other = main.iloc[0], other.iloc[0]
-    rng = np.random.default_rng(seed)
-
-    def redrawn(frame, anneal):
-        return frame[f"delta_{anneal}"] + frame[f"delta_se_{anneal}"] * rng.standard_normal(len(frame))
-
-    draws = []
-    for _ in range(bootstrap):
-        sample = cells.iloc[rng.integers(0, len(cells), len(cells))]
-        denominator = redrawn(sample, main).mean()
-        draws.append(redrawn(sample, other).mean() / denominator if denominator > 0 else np.nan)
-    low, high = np.nanpercentile(draws, [2.5, 97.5])
-    denominator = cells[f"delta_{main}"].mean()
-    ratio = cells[f"delta_{other}"].mean() / denominator if denominator > 0 else np.nan
-    return {"main": main, "other": other, "ratio": ratio, "low": low, "high": high, "cells": len(cells)}
+    pairs = pair_log_ratios(cells, main, other)
+    count = len(pairs)
+    spread = float(pairs["log_ratio"].var(ddof=1)) if count >= 2 else math.inf
+    se = math.sqrt(max(spread, float(pairs["variance"].mean())) / count) if count else math.inf
+    estimate = float(pairs["log_ratio"].mean()) if count else math.nan
+    low, high = t_interval(estimate, se, count - 1)
+    return {"main": main, "other": other, "ratio": math.exp(estimate), "low": math.exp(low),
+            "high": math.exp(high), "cells": len(cells), "pairs": count}  # fmt: skip
 
 
 def schedule_claim(table: pd.DataFrame) -> dict | None:
-    """Whether δ_PTQ depends on how the model was annealed: reproduced when the ratio's bootstrap CI excludes 1.
-    A CI covering 1 is inconclusive, not "no difference": that would need an equivalence margin the paper gives
-    no ground for."""
+    """Whether δ_PTQ depends on how the model was annealed: reproduced when the ratio's CI excludes 1, not
+    reproduced when it lies within EQUIVALENT_RATIO (the schedules are shown not to differ by more), inconclusive
+    otherwise."""
     found = schedule_ratio(table)
     if found is None:
         return None
@@ -172,17 +194,21 @@ def schedule_claim(table: pd.DataFrame) -> dict | None:
         "this run's ablation, not the paper's linear decay, Fig. 12)"
     )
     statistic = (
-        f"mean δ {found['other']} / mean δ {found['main']} = {found['ratio']:.2f} "
-        f"(GPTQ, {found['cells']} matched (N, D, bits) cells)"
+        f"geometric mean over {found['pairs']} run pairs of mean δ {found['other']} / mean δ {found['main']} = "
+        f"{found['ratio']:.2f} (GPTQ, {found['cells']} matched (N, D, bits) cells)"
     )
-    differs = found["low"] > 1 or found["high"] < 1
-    return claim(
-        STUDY,
-        text,
-        statistic=statistic,
-        ci=f"[{found['low']:.2f}, {found['high']:.2f}]",
-        verdict="reproduced" if differs else "inconclusive",
+    low, high = found["low"], found["high"]
+    if low > 1 or high < 1:
+        verdict = "reproduced"
+    elif EQUIVALENT_RATIO[0] <= low and high <= EQUIVALENT_RATIO[1]:
+        verdict = "not reproduced"
+    else:
+        verdict = INCONCLUSIVE
+    ci = (
+        f"[{low:.2f}, {high:.2f}] (t over run pairs: their spread holds the runs' noise, bar the WSD trunk they "
+        f"share; equivalent within {EQUIVALENT_RATIO[0]:g}–{EQUIVALENT_RATIO[1]:g})"
     )
+    return claim(STUDY, text, statistic=statistic, ci=ci, verdict=verdict)
 
 
 def slope_claims(table: pd.DataFrame) -> list[dict]:
@@ -225,19 +251,49 @@ def slope_claims(table: pd.DataFrame) -> list[dict]:
     ]
 
 
+def method_differences(table: pd.DataFrame) -> pd.DataFrame:
+    """Per INT3–4 (N, D, bits) cell of the main grid where all three methods ran: δ of AWQ and of RTN less GPTQ's
+    on the same checkpoint (`awq`, `rtn`; nats)."""
+    rows = table[table["main"] & (table["split"] == "val") & table["method"].isin(["gptq", "awq", "rtn"])]
+    wide = rows[rows["bits"] <= 4].pivot_table(index=["N", "D", "bits"], columns="method", values="delta").dropna()
+    if not {"gptq", "awq", "rtn"} <= set(wide.columns):
+        return pd.DataFrame(columns=["N", "D", "bits", "awq", "rtn"])
+    return pd.DataFrame({m: wide[m] - wide["gptq"] for m in ("awq", "rtn")}).reset_index()
+
+
 def method_order_claim(table: pd.DataFrame) -> dict | None:
-    """GPTQ's mean δ at INT3–4 below AWQ's and RTN's; None unless all three methods ran."""
-    per_method = table[table["main"] & (table["split"] == "val") & (table["method"] != "none")]
-    mean_delta = per_method[per_method["bits"] <= 4].groupby("method")["delta"].mean()
-    if not {"gptq", "awq", "rtn"} <= set(mean_delta.index):
+    """GPTQ's δ below AWQ's and RTN's at INT3–4: the mean paired difference (each method on the same checkpoint,
+    so only evaluation noise and the cells' spread remain), its CI t-based over checkpoints (the unit that varies
+    independently; a checkpoint's bits share it), checkpoints − 1 dof. Reproduced where both differences' CIs
+    lie above 0, not reproduced where either lies below, inconclusive otherwise; None unless all three ran."""
+    differences = method_differences(table)
+    if differences.empty:
         return None
-    ordered = mean_delta["gptq"] < min(mean_delta["awq"], mean_delta["rtn"])
+    per_checkpoint = differences.groupby(["N", "D"])[["awq", "rtn"]].mean()
+    count = len(per_checkpoint)
+    intervals = {
+        method: t_interval(
+            float(per_checkpoint[method].mean()),
+            float(per_checkpoint[method].std(ddof=1)) / math.sqrt(count) if count >= 2 else math.inf,
+            count - 1,
+        )
+        for method in ("awq", "rtn")
+    }
+    verdicts = {verdict_from_interval(*interval, "positive") for interval in intervals.values()}
+    verdict = (
+        "not reproduced"
+        if "not reproduced" in verdicts
+        else ("reproduced" if verdicts == {"reproduced"} else INCONCLUSIVE)
+    )
+    wins = ", ".join(f"{m.upper()} in {(differences[m] > 0).mean():.0%}" for m in ("awq", "rtn"))
     return claim(
         STUDY,
         "GPTQ degrades less than AWQ and RTN (Figs. 2, 10, 11)",
-        statistic=", ".join(f"mean δ {m} {mean_delta[m]:.4f}" for m in ("gptq", "awq", "rtn")),
-        ci="INT3–4, all (N, D)",
-        verdict="reproduced" if ordered else "not reproduced",
+        statistic=f"mean δ − δ_GPTQ: AWQ {differences['awq'].mean():.2e}, RTN {differences['rtn'].mean():.2e} nats "
+        f"over {len(differences)} INT3–4 cells; GPTQ beats {wins} of them",
+        ci=", ".join(f"{m.upper()} − GPTQ [{low:.2e}, {high:.2e}]" for m, (low, high) in intervals.items())
+        + f" (paired per checkpoint; t over {count} checkpoints)",
+        verdict=verdict,
     )
 
 
