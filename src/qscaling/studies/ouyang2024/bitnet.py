@@ -4,12 +4,13 @@ after warmup: the `ouyang2024_bitnet` table. Whether the gap widens with trainin
 of that change (the first size run again with `extra_seeds`). Pandas only: the job reads each run's run.json."""
 
 import json
+import math
 
 import numpy as np
 import pandas as pd
 
 from qscaling.atomic import write_table
-from qscaling.studies.claims import INCONCLUSIVE, NOISE_SIGMAS, claim, verdict_from_interval
+from qscaling.studies.claims import INCONCLUSIVE, claim, student_t_quantile, verdict_from_interval
 from qscaling.studies.ouyang2024.grid import BITNET, FULL, STUDY
 
 
@@ -68,10 +69,10 @@ BITNET_CLAIM = "BitNet b1.58's training-loss gap to full precision widens with t
 
 
 def bitnet_claim(curves: pd.DataFrame, recipe_seed: int) -> dict:
-    """The gap's widening at every size (the recipe's seed), against the larger of its span noise and the seed noise:
-    the widenings' spread over the seeds of the first size. Reproduced when every size widens by more than
-    NOISE_SIGMAS of that floor, not reproduced when every size narrows by more; inconclusive otherwise, and always
-    without a second seed."""
+    """The gap's widening at every size (the recipe's seed), against the larger of its span noise (a normal
+    quantile: many steps per span) and the seed noise (the widenings' spread over the seeds of the first size, with
+    the t-quantile of its seeds − 1 dof). Reproduced when every size widens by more than that, not reproduced when
+    every size narrows by more; inconclusive otherwise, and always without a second seed."""
     widening = bitnet_widening(curves)
     if widening.empty:
         return claim(STUDY, BITNET_CLAIM, statistic="no BitNet and fp32 curves to compare", ci="", verdict=INCONCLUSIVE)
@@ -79,12 +80,13 @@ def bitnet_claim(curves: pd.DataFrame, recipe_seed: int) -> dict:
     seeded = widening.groupby("size")["widening"].agg(["std", "count"])
     repeated = seeded[seeded["count"] > 1]
     sigma_seed = float(repeated["std"].iloc[0]) if len(repeated) else float("nan")
-    floors = np.maximum(main["widening_se"], sigma_seed if np.isfinite(sigma_seed) else 0.0)
+    seed_half = student_t_quantile(repeated["count"].iloc[0] - 1) * sigma_seed if len(repeated) else 0.0
+    halves = np.maximum(student_t_quantile(math.inf) * main["widening_se"], seed_half)
     statistic = "; ".join(
         f"{row.size}: gap {row.first_gap:+.3f} → {row.last_gap:+.3f}, widening {row.widening:+.3f}"
         for row in main.itertuples()
     )
-    low, high = (main["widening"] - NOISE_SIGMAS * floors).min(), (main["widening"] + NOISE_SIGMAS * floors).max()
+    low, high = (main["widening"] - halves).min(), (main["widening"] + halves).max()
     if not np.isfinite(sigma_seed):
         verdict, noise = INCONCLUSIVE, "no repeated seed: the seed noise of the widening is unmeasured"
     else:
@@ -94,6 +96,6 @@ def bitnet_claim(curves: pd.DataFrame, recipe_seed: int) -> dict:
         STUDY,
         BITNET_CLAIM,
         statistic=statistic,
-        ci=f"every size's widening ± {NOISE_SIGMAS}·max(span SE, σ_seed): [{low:.3f}, {high:.3f}] ({noise})",
+        ci=f"every size's widening ± max(1.96 span SE, t·σ_seed): [{low:.3f}, {high:.3f}] ({noise})",
         verdict=verdict,
     )
