@@ -190,8 +190,13 @@ def test_a_difference_of_parameters_is_open_where_either_end_is():
     pinned = fitted(0.0, (0.0, 0.1), notes=("gamma = 0 is at its bound (0, 2)",))
     difference = parameter_difference(weights, "gamma", pinned, "gamma")
     assert (difference.low, difference.high) == pytest.approx((0.4, 0.7))
-    assert (difference.open_low, difference.open_high, difference.bounds) == (False, True, (-2.0, 2.0))
+    assert (difference.open_low, difference.open_high, difference.positive) == (False, True, False)
     assert difference.magnitude(0.9) == "inconclusive" and difference.magnitude(0.2) == "excludes paper"
+    # Its scale is the paper's value, not the ±2 the two bounds leave: 0.3 wide is too wide to match 0.25.
+    assert difference.magnitude(0.6) == "covers paper" and difference.magnitude(0.45) == "covers paper"
+    assert parameter_difference(weights, "gamma", fitted(0.4, (0.3, 0.45)), "gamma").magnitude(0.25) == (
+        "uninformative"
+    )
 
 
 def test_intervals_from_few_seeds_use_the_t_quantile():

@@ -4,7 +4,8 @@ and the outlier-prone recipe against the final one.
 
 Each ablation level is a run of its own, so a difference between levels carries seed-to-seed noise as well as
 evaluation noise: the spread of W8A8 loss δ over the recipe's seeds is added to every such comparison (the paper
-had one seed per recipe; a difference inside that spread is inconclusive, whatever the evaluation noise).
+had one seed per recipe; a difference inside that spread is inconclusive, whatever the evaluation noise), and its
+CI takes the t-quantile of that spread's seeds − 1 dof: an SD from three seeds is far from exact.
 """
 
 import math
@@ -17,7 +18,13 @@ import pandas as pd
 from qscaling.config import Training
 from qscaling.studies.ahmadian2023.grid import FACTORS, STUDY
 from qscaling.studies.ahmadian2023.settings import Ahmadian2023Settings
-from qscaling.studies.claims import cannot_fail_claim, claim, verdict_from_interval
+from qscaling.studies.claims import (
+    cannot_fail_claim,
+    claim,
+    student_t_quantile,
+    t_interval,
+    verdict_from_interval,
+)
 
 
 def ablation_rows(table: pd.DataFrame, method: str = "w8a8") -> pd.DataFrame:
@@ -35,7 +42,8 @@ def weighted_slope(x, y, se) -> tuple[float, float]:
 
 
 def _interval(estimate: float, se: float) -> tuple[float, float]:
-    return estimate - 1.96 * se, estimate + 1.96 * se
+    """The CI of a paired comparison on one checkpoint: evaluation noise over many windows, a normal quantile."""
+    return t_interval(estimate, se, math.inf)
 
 
 @dataclass(frozen=True)
@@ -49,10 +57,19 @@ class SeedNoise:
     def measured(self) -> bool:
         return self.seeds >= 2
 
+    @property
+    def dof(self) -> int:
+        """Of a sample SD over the seeds, which dominates every between-run SE it enters."""
+        return self.seeds - 1
+
+    def interval(self, estimate: float, se: float) -> tuple[float, float]:
+        """The CI of a comparison between runs whose SE holds this seed noise: t-quantile at its dof."""
+        return t_interval(estimate, se, self.dof)
+
     def label(self) -> str:
         if not self.measured:
             return "evaluation noise only: one seed, no seed-to-seed estimate, so no verdict between runs"
-        return f"evaluation and seed-to-seed noise, σ_seed = {self.sd:.1e} over {self.seeds} seeds"
+        return f"evaluation and seed-to-seed noise, σ_seed = {self.sd:.1e} over {self.seeds} seeds, t at {self.dof} dof"
 
 
 def seed_noise(table: pd.DataFrame, settings: Ahmadian2023Settings) -> SeedNoise:
@@ -93,7 +110,7 @@ def _trend_claim(rows: pd.DataFrame, factor: str, text: str, *, log_x: bool, exp
     x = subset["level"].astype(float)
     point_se = np.hypot(subset["delta_se"].to_numpy(float), noise.sd)
     slope, se = weighted_slope(np.log10(x) if log_x else x, subset["delta"], point_se)
-    low, high = _interval(slope, se)
+    low, high = noise.interval(slope, se)
     per = "log10 " if log_x else ""
     statistic = f"slope of W8A8 loss δ on {per}{factor} = {slope:.2e} nats; accuracy change {_percent_changes(subset)}"
     return _between_runs(text, statistic, low, high, expect, noise)
@@ -172,7 +189,7 @@ def _difference_claim(
         for g in groups
     ]
     estimate, se = float(np.mean(differences)), math.sqrt(sum(variances)) / len(groups)
-    low, high = _interval(estimate, se)
+    low, high = noise.interval(estimate, se)
     statistic = (
         f"W8A8 loss δ({worse}) − δ({better}) = {estimate:.2e} nats; accuracy "
         f"change {_percent_changes(subset.reset_index())}"
@@ -180,10 +197,13 @@ def _difference_claim(
     return _between_runs(text, statistic, low, high, "positive", noise)
 
 
-def ratio_interval(a: float, var_a: float, b: float, var_b: float) -> tuple[float, float] | None:
-    """Fieller's 95 % interval for a / b from independent estimates: every R with |a − R·b| ≤ 1.96·√(var_a +
-    R²·var_b). None when b is within its own noise of zero: the interval is then unbounded."""
-    z2 = 1.96**2
+def ratio_interval(
+    a: float, var_a: float, b: float, var_b: float, quantile: float = 1.96
+) -> tuple[float, float] | None:
+    """Fieller's 95 % interval for a / b from independent estimates: every R with |a − R·b| ≤ quantile·√(var_a +
+    R²·var_b) (the t-quantile where the variances hold an SD over few seeds). None when b is within its own noise
+    of zero: the interval is then unbounded."""
+    z2 = quantile**2
     quadratic = b * b - z2 * var_b
     if quadratic <= 0:
         return None
@@ -208,7 +228,9 @@ def _outlier_prone_claim(table: pd.DataFrame, noise: SeedNoise) -> dict:
     base_var = pairs["delta_se"]["recipe"] ** 2 + noise.sd**2
     ratios = []
     for size in sorted(pairs.index, key=lambda name: final.loc[final["size"] == name, "N"].iloc[0]):
-        interval = ratio_interval(prone[size], prone_var[size], base[size], base_var[size])
+        interval = ratio_interval(
+            prone[size], prone_var[size], base[size], base_var[size], student_t_quantile(noise.dof)
+        )
         # A ratio to a δ inside its own noise is a ratio to noise: it is not quoted.
         ratios.append(
             f"{size}: the final δ is within its noise, no ratio"
@@ -216,7 +238,7 @@ def _outlier_prone_claim(table: pd.DataFrame, noise: SeedNoise) -> dict:
             else "{} {:.2f} [{:.2f}, {:.2f}]".format(size, prone[size] / base[size], *interval)
         )
     estimate = float((prone - base).mean())
-    low, high = _interval(estimate, math.sqrt(float((prone_var + base_var).sum())) / len(pairs))
+    low, high = noise.interval(estimate, math.sqrt(float((prone_var + base_var).sum())) / len(pairs))
     statistic = f"W8A8 loss δ outlier-prone / final: {'; '.join(ratios)}; mean δ difference = {estimate:.2e} nats"
     return _between_runs(text, statistic, low, high, "positive", noise)
 

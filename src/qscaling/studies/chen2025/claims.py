@@ -4,6 +4,7 @@ a difference of δs, between separately trained runs is noise within 2 σ_seed).
 
 import math
 
+import numpy as np
 import pandas as pd
 
 from qscaling.laws import chen2025 as law
@@ -25,14 +26,18 @@ from qscaling.studies.claims import (
     claim,
     floored_by_seed_noise,
     magnitude_from_interval,
+    parameter_difference,
     positive_parameter_claim,
+    t_interval,
+    verdict_from_interval,
 )
 
 
 def claims(tables: dict, fits: dict, settings: Chen2025Settings) -> list[dict]:
     table = tables["table"]
     sigma = seed_sigma(table, settings)
-    noise = f"σ_seed = {sigma:.2g} over {len(seed_points(table, settings))} seeds"
+    seeds = len(seed_points(table, settings))
+    noise = f"σ_seed = {sigma:.2g} over {seeds} seeds"
     out = []
     fit = fits.get("qat")
     for name, text, variable in (
@@ -51,7 +56,7 @@ def claims(tables: dict, fits: dict, settings: Chen2025Settings) -> list[dict]:
         effect = _effect_across(grid_rows(table, settings, "W4A4"), fit, variable)
         out.append(floored_by_seed_noise(row, effect, sigma, noise, "effect over the grid"))
     out.append(_weights_vs_activations_claim(table, fits, settings, sigma, noise))
-    out.append(_fc2_claim(table, settings, sigma, noise))
+    out.append(_fc2_claim(table, settings, sigma, seeds, noise))
     out.append(_kurtosis_claim(tables.get("activations")))
     decomposition_row = _decomposition_claim(decomposition(table, settings), settings)
     out.append(_floored_by_w4a4(decomposition_row, table, settings, sigma, noise))
@@ -73,43 +78,39 @@ def _effect_across(rows: pd.DataFrame, fit, variable: str) -> float:
 def _weights_vs_activations_claim(
     table: pd.DataFrame, fits: dict, settings: Chen2025Settings, sigma: float, noise: str
 ) -> dict:
-    """γ_D(W4A16) − γ_D(W16A4): inconclusive where either exponent is not a free fitted value, or where neither
-    precision's fitted δ moves with D by more than the seed noise over the grid."""
+    """γ_D(W4A16) − γ_D(W16A4) (`parameter_difference`): inconclusive where either exponent is held at the paper's
+    value (nothing measured); where one sits on its bound, the direction is inconclusive and the magnitude read off
+    the CI, open on that side; held to the seed noise where neither precision's fitted δ moves with D by more."""
     text = "Weight error grows faster with D than activation error (γ_D of W4A16 > γ_D of W16A4)"
     precisions = {"W4A16": fits.get("qat_W4A16"), "W16A4": fits.get("qat_W16A4")}
     if None in precisions.values():
         return claim(STUDY, text, statistic="no W4A16 or W16A4 fit", ci="", verdict=INCONCLUSIVE)
-    pinned = [
-        f"{precision}'s γ_D {'held at the paper value' if fit.held_fixed('gamma_D') else 'at its bound'}"
-        for precision, fit in precisions.items()
-        if fit.held_fixed("gamma_D") or fit.at_bound("gamma_D")
-    ]
     weights, activations = precisions.values()
     paper = law.QAT.paper_params["W4A16"]["gamma_D"] - law.QAT.paper_params["W16A4"]["gamma_D"]
-    if pinned:
-        values = ", ".join(f"{p} {f.params['gamma_D']:.3f}" for p, f in precisions.items())
-        statistic = f"γ_D {values}: {'; '.join(pinned)}"
-        return claim(STUDY, text, statistic=statistic, ci="", verdict=INCONCLUSIVE, paper=paper, magnitude=INCONCLUSIVE)
+    values = ", ".join(f"{p} {f.params['gamma_D']:.3f}" for p, f in precisions.items())
+    held = [f"{p}'s γ_D held at the paper value" for p, fit in precisions.items() if fit.held_fixed("gamma_D")]
+    if held:
+        return claim(STUDY, text, statistic=f"γ_D {values}: {'; '.join(held)}", ci="", verdict=INCONCLUSIVE,
+                     paper=paper, magnitude=INCONCLUSIVE)  # fmt: skip
+    interval = parameter_difference(weights, "gamma_D", activations, "gamma_D")
+    pinned = [f"{p}'s γ_D at its bound" for p, fit in precisions.items() if fit.at_bound("gamma_D")]
     difference = weights.params["gamma_D"] - activations.params["gamma_D"]
-    low = weights.ci["gamma_D"][0] - activations.ci["gamma_D"][1]
-    high = weights.ci["gamma_D"][1] - activations.ci["gamma_D"][0]
-    verdict = "reproduced" if low > 0 else ("not reproduced" if high < 0 else INCONCLUSIVE)
     row = claim(
         STUDY,
         text,
-        statistic=f"γ_D difference = {difference:.3f} (W4A16 {weights.params['gamma_D']:.3f}, "
-        f"W16A4 {activations.params['gamma_D']:.3f})",
-        ci=f"[{low:.3f}, {high:.3f}] (difference of the two bootstrap CIs' ends)",
-        verdict=verdict,
+        statistic=f"γ_D difference = {difference:.3f} ({values})" + "".join(f"; {note}" for note in pinned),
+        ci=f"{interval.text()} (difference of the two bootstrap CIs' ends)",
+        verdict=INCONCLUSIVE if pinned else interval.verdict("positive"),
         paper=paper,
-        magnitude=magnitude_from_interval(low, high, paper),
+        magnitude=interval.magnitude(paper),
     )
     effect = max(_effect_across(grid_rows(table, settings, p), fit, "D") for p, fit in precisions.items())
     return floored_by_seed_noise(row, effect, sigma, noise, "largest effect of D over the grid")
 
 
-def _fc2_claim(table: pd.DataFrame, settings: Chen2025Settings, sigma: float, noise: str) -> dict:
-    """δ_W4A4 − δ_W4A4_FC2_8bit over the points both trained: separate runs, so its noise is σ_seed·√2 per point."""
+def _fc2_claim(table: pd.DataFrame, settings: Chen2025Settings, sigma: float, seeds: int, noise: str) -> dict:
+    """δ_W4A4 − δ_W4A4_FC2_8bit over the points both trained: separate runs, so its noise is σ_seed·√2 per point,
+    with the t-quantile of σ_seed's seeds − 1 dof."""
     text = "The FC2 input at 8 bits cuts W4A4 QAT error (Fig. 9)"
     index = ["N", "D", "G"]
     plain = grid_rows(table, settings, "W4A4").set_index(index)["delta"]
@@ -119,32 +120,53 @@ def _fc2_claim(table: pd.DataFrame, settings: Chen2025Settings, sigma: float, no
         return claim(
             STUDY, text, statistic="no W4A4 point with an FC2-8bit partner, or no σ_seed", ci="", verdict=INCONCLUSIVE
         )
-    mean, half = float(cut.mean()), 1.96 * sigma * math.sqrt(2 / len(cut))
+    mean = float(cut.mean())
+    low, high = t_interval(mean, sigma * math.sqrt(2 / len(cut)), seeds - 1)
     return claim(
         STUDY,
         text,
         statistic=f"mean cut {mean:.2e} nats over {len(cut)} points (mean δ_W4A4 {float(plain[cut.index].mean()):.2e})",
-        ci=f"[{mean - half:.2e}, {mean + half:.2e}] ({noise})",
-        verdict="reproduced" if mean - half > 0 else ("not reproduced" if mean + half < 0 else INCONCLUSIVE),
+        ci=f"[{low:.2e}, {high:.2e}] ({noise}, t at {seeds - 1} dof)",
+        verdict=verdict_from_interval(low, high, "positive"),
     )
 
 
-def _kurtosis_claim(activations: pd.DataFrame | None) -> dict:
+def fc2_largest_share(full: pd.DataFrame) -> float:
+    """The share of (run, block)s of `full` where the FC2 input's kurtosis is the largest of the Linear inputs."""
+    wins = full.pivot_table(index=["run", "block"], columns="role", values="kurtosis")
+    return float((wins["fc2"] > wins.drop(columns="fc2").max(axis=1)).mean())
+
+
+def _kurtosis_claim(activations: pd.DataFrame | None, *, bootstrap: int = 1000, seed: int = 0) -> dict:
+    """The share of full-precision blocks where FC2's input has the largest kurtosis, its CI a bootstrap over runs
+    (a run's blocks share its training): reproduced where the CI lies above one half and FC2's median kurtosis
+    leads, not reproduced where the CI lies below one half, inconclusive otherwise."""
     text = "The FC2 input has by far the largest kurtosis of the Linear inputs (Fig. 9)"
     if activations is None or activations.empty:
         return claim(STUDY, text, statistic="no activation statistics", ci="", verdict=INCONCLUSIVE)
     full = activations[(activations["precision"] == FULL) & main_grid(activations)]
     per_role = full.groupby("role")["kurtosis"].median()
     others = per_role.drop("fc2").max()
-    wins = full.pivot_table(index=["run", "block"], columns="role", values="kurtosis")
-    share = float((wins["fc2"] > wins.drop(columns="fc2").max(axis=1)).mean())
+    share = fc2_largest_share(full)
+    runs = full["run"].unique()
+    rng = np.random.default_rng(seed)
+    draws = [
+        fc2_largest_share(pd.concat([full[full["run"] == run] for run in rng.choice(runs, len(runs))]))
+        for _ in range(bootstrap)
+    ]
+    low, high = np.percentile(draws, [2.5, 97.5])
+    if low > 0.5 and per_role["fc2"] > others:
+        verdict = "reproduced"
+    else:
+        verdict = "not reproduced" if high < 0.5 else INCONCLUSIVE
     return claim(
         STUDY,
         text,
         statistic=f"median kurtosis fc2 {per_role['fc2']:.1f} vs next {others:.1f} "
         f"({per_role.drop('fc2').idxmax()}); fc2 largest in {share:.0%} of blocks",
-        ci="share of full-precision blocks where fc2's is the largest",
-        verdict="reproduced" if share > 0.5 and per_role["fc2"] > others else "not reproduced",
+        ci=f"[{low:.0%}, {high:.0%}] (share of full-precision blocks where fc2's is the largest; "
+        f"bootstrap over {len(runs)} runs)",
+        verdict=verdict,
     )
 
 
@@ -158,7 +180,7 @@ def _decomposition_claim(frame: pd.DataFrame, settings: Chen2025Settings) -> dic
         text,
         statistic=f"c = {c:.3f} ({len(frame)} points)",
         ci=f"[{low:.3f}, {high:.3f}]",
-        verdict="reproduced" if low > 0 else INCONCLUSIVE,
+        verdict=verdict_from_interval(low, high, "positive"),
         paper=law.DECOMPOSITION_SLOPE,
         magnitude=magnitude_from_interval(low, high, law.DECOMPOSITION_SLOPE),
     )

@@ -10,9 +10,12 @@ import pandas as pd
 from qscaling.laws import kumar2024 as law
 from qscaling.studies.claims import (
     INCONCLUSIVE,
+    Interval,
     claim,
     floored_by_seed_noise,
-    magnitude_from_interval,
+    parameter_difference,
+    parameter_interval,
+    t_interval,
     verdict_from_interval,
 )
 from qscaling.studies.kumar2024_training.analysis import (
@@ -72,8 +75,9 @@ def robustness_gaps(ptq: pd.DataFrame, method: str) -> pd.DataFrame:
 
 
 def _robustness_claim(ptq: pd.DataFrame | None, method: str) -> dict:
-    """The mean over points and P_post < P_w of δ_PTQ(fp32 partner) − δ_PTQ(point), its CI from the spread over
-    (size, D) cells; held to the seed floor of the gap itself: its spread over the repeated point's seeds."""
+    """The mean over points and P_post < P_w of δ_PTQ(fp32 partner) − δ_PTQ(point), its CI t-based on the spread
+    over (size, D) cells (cells − 1 dof: each cell a separately trained pair); held to the seed floor of the gap
+    itself: its spread over the repeated point's seeds."""
     text = f"Models trained at lower weight precision degrade less under later PTQ ({method.upper()}; Sec. 5, Fig. 7)"
     gaps = robustness_gaps(ptq, method)
     if gaps.empty:
@@ -83,9 +87,8 @@ def _robustness_claim(ptq: pd.DataFrame | None, method: str) -> dict:
     per_cell = recipe.groupby(["N", "D"])["gap"].mean()
     mean = float(recipe["gap"].mean())
     if len(per_cell) >= 2:
-        half = 1.96 * float(per_cell.std(ddof=1)) / math.sqrt(len(per_cell))
-        low, high = mean - half, mean + half
-        ci = f"[{low:.3g}, {high:.3g}] (over {len(per_cell)} (N, D) cells)"
+        low, high = t_interval(mean, float(per_cell.std(ddof=1)) / math.sqrt(len(per_cell)), len(per_cell) - 1)
+        ci = f"[{low:.3g}, {high:.3g}] (t over {len(per_cell)} (N, D) cells)"
     else:
         low, high, ci = -math.inf, math.inf, "one (N, D) cell: no CI"
     repeated = gaps.groupby(["size", "D", "P_train", "P_post"]).filter(lambda group: group["seed"].nunique() >= 2)
@@ -103,8 +106,10 @@ def _robustness_claim(ptq: pd.DataFrame | None, method: str) -> dict:
 
 
 def _ordering_claim(fits: dict, rows: pd.DataFrame, tensor: str, sigma: float, noise: str) -> dict:
-    """γ_w − γ_x from the two marginal fits, its CI the difference of the two CIs' far ends. γ alone does not
-    rank sensitivities where the offsets n_x differ, so the statistic also gives N_eff/N of each at 4 bits."""
+    """γ_w − γ_x from the two marginal fits (`parameter_difference`). γ alone does not rank sensitivities where the
+    offsets n_x differ, so the statistic also gives N_eff/N of each at 4 bits. A γ held at the paper's value
+    measures nothing; a γ or n on its bound leaves the direction inconclusive and the magnitude read off the CI,
+    open where a bound cut it."""
     name = {"a": "activations", "kv": "the KV cache"}[tensor]
     text = f"Training precision of {name} has a smaller γ than that of weights (γ_{tensor} < γ_w, Table 2)"
     paper = round(TABLE2["gamma_w"] - TABLE2[f"gamma_{tensor}"], 4)
@@ -118,20 +123,20 @@ def _ordering_claim(fits: dict, rows: pd.DataFrame, tensor: str, sigma: float, n
         f"{tensor} {float(law.precision_fraction(other.params, 4, tensor)):.3f}"
     )
     values = f"γ_w {gamma_w:.3g}, γ_{tensor} {gamma_x:.3g}; {fractions}"
+    held = [name for fit, name in ((weights, "gamma_w"), (other, f"gamma_{tensor}")) if fit.held_fixed(name)]
+    if held:
+        return claim(STUDY, text, statistic=f"{values}: {', '.join(held)} held at the paper value", ci="",
+                     verdict=INCONCLUSIVE, paper=paper, magnitude=INCONCLUSIVE)  # fmt: skip
     pinned = _pinned(weights, "gamma_w", "n_w") + _pinned(other, f"gamma_{tensor}", f"n_{tensor}")
-    if pinned:
-        return claim(STUDY, text, statistic=f"{values}: {'; '.join(pinned)}", ci="", verdict=INCONCLUSIVE,
-                     paper=paper, magnitude=INCONCLUSIVE)  # fmt: skip
-    low = weights.ci["gamma_w"][0] - other.ci[f"gamma_{tensor}"][1]
-    high = weights.ci["gamma_w"][1] - other.ci[f"gamma_{tensor}"][0]
+    interval = parameter_difference(weights, "gamma_w", other, f"gamma_{tensor}")
     row = claim(
         STUDY,
         text,
-        statistic=f"γ_w − γ_{tensor} = {gamma_w - gamma_x:.3g} ({values})",
-        ci=f"[{low:.3g}, {high:.3g}] (difference of the two bootstrap CIs' ends)",
-        verdict=verdict_from_interval(low, high, "positive"),
+        statistic=f"γ_w − γ_{tensor} = {gamma_w - gamma_x:.3g} ({values})" + "".join(f"; {n}" for n in pinned),
+        ci=f"[{interval.low:.3g}, {interval.high:.3g}] (difference of the two bootstrap CIs' ends)",
+        verdict=INCONCLUSIVE if pinned else interval.verdict("positive"),
         paper=paper,
-        magnitude=magnitude_from_interval(low, high, paper),
+        magnitude=interval.magnitude(paper),
     )
     # Each γ is read off its own sweep: the smaller of the two fitted precision costs bounds what either shows.
     effect = min(precision_cost(weights, sweep_rows(rows, "w")), precision_cost(other, sweep_rows(rows, tensor)))
@@ -144,9 +149,24 @@ def lost_share(params: dict, bits: float) -> float:
     return min(1.0, math.exp(-bits / params["gamma_w"] + params["n_w"]))
 
 
+def saturation_interval(fit) -> Interval:
+    """The CI of the share lost at SATURATION_BITS: it grows with both γ_w and n_w, so the corners of their CIs
+    bound it, each end open where a bound cut either CI on that side. A share: a positive scale parameter in [0, 1]."""
+    gamma, offset = parameter_interval(fit, "gamma_w"), parameter_interval(fit, "n_w")
+    return Interval(
+        lost_share({"gamma_w": gamma.low, "n_w": offset.low}, SATURATION_BITS),
+        lost_share({"gamma_w": gamma.high, "n_w": offset.high}, SATURATION_BITS),
+        open_low=gamma.open_low or offset.open_low,
+        open_high=gamma.open_high or offset.open_high,
+        bounds=(0.0, 1.0),
+        positive=True,
+    )
+
+
 def _saturation_claim(fit, rows: pd.DataFrame, sigma: float, noise: str) -> dict:
-    """The share of effective parameters lost at 8-bit weights, from the weight sweep's fit; it grows with both γ_w
-    and n_w, so the corners of their CIs bound it."""
+    """The share of effective parameters lost at 8-bit weights, from the weight sweep's fit (`saturation_interval`):
+    reproduced where its CI lies below SATURATION_LOSS, not reproduced where above. γ_w or n_w on its bound leaves
+    the direction inconclusive and the magnitude read off the CI, open where the bound cut it."""
     text = (
         f"N_eff/N saturates by 6–8 bits: 8-bit weights lose under {SATURATION_LOSS:.0%} of the effective "
         "parameters (Fig. 3 left)"
@@ -159,20 +179,17 @@ def _saturation_claim(fit, rows: pd.DataFrame, sigma: float, noise: str) -> dict
     gamma, offset = fit.params["gamma_w"], fit.params["n_w"]
     values = f"1 − N_eff/N at P_w = {SATURATION_BITS}: {share:.3g} (γ_w {gamma:.3g}, n_w {offset:.3g})"
     pinned = _pinned(fit, "gamma_w", "n_w")
-    if pinned:
-        return claim(STUDY, text, statistic=f"{values}: {'; '.join(pinned)}", ci="", verdict=INCONCLUSIVE,
-                     paper=paper, magnitude=INCONCLUSIVE)  # fmt: skip
-    (gamma_low, gamma_high), (n_low, n_high) = fit.ci["gamma_w"], fit.ci["n_w"]
-    low = lost_share({"gamma_w": gamma_low, "n_w": n_low}, SATURATION_BITS)
-    high = lost_share({"gamma_w": gamma_high, "n_w": n_high}, SATURATION_BITS)
+    interval = saturation_interval(fit)
+    shifted = Interval(interval.low - SATURATION_LOSS, interval.high - SATURATION_LOSS, interval.open_low,
+                       interval.open_high)  # fmt: skip
     row = claim(
         STUDY,
         text,
-        statistic=values,
-        ci=f"[{low:.3g}, {high:.3g}] (at the corners of the bootstrap CIs of γ_w and n_w)",
-        verdict=verdict_from_interval(low - SATURATION_LOSS, high - SATURATION_LOSS, "negative"),
+        statistic=values + "".join(f"; {note}" for note in pinned),
+        ci=f"[{interval.low:.3g}, {interval.high:.3g}] (at the corners of the bootstrap CIs of γ_w and n_w)",
+        verdict=INCONCLUSIVE if pinned else shifted.verdict("negative"),
         paper=paper,
-        magnitude=magnitude_from_interval(low, high, paper),
+        magnitude=interval.magnitude(paper),
     )
     return floored_by_seed_noise(row, precision_cost(fit, sweep_rows(rows, "w")), sigma, noise,
                                  "weight sweep's fitted precision cost (nats)")  # fmt: skip
@@ -181,7 +198,8 @@ def _saturation_claim(fit, rows: pd.DataFrame, sigma: float, noise: str) -> dict
 def _optimal_precision_claim(fit, draws, rows: pd.DataFrame, sigma: float, noise: str) -> dict:
     """P* of the joint fit, its CI the percentiles of the bootstrap refits' P* (`optimal_precision_draws`):
     reproduced where the whole CI lies within 7–8 bits, not reproduced where it lies wholly outside; inconclusive
-    where the joint fit is ill-conditioned."""
+    where the joint fit is ill-conditioned, and in direction where a γ_x or n_x sits on its bound (its magnitude is
+    then read with both ends open)."""
     low_bits, high_bits = PAPER_OPTIMAL_RANGE
     text = (
         f"Compute-optimal training precision is {low_bits:g}–{high_bits:g} bits (Sec. 4.3.1, P* with the offsets n_x)"
@@ -192,9 +210,6 @@ def _optimal_precision_claim(fit, draws, rows: pd.DataFrame, sigma: float, noise
                      magnitude=INCONCLUSIVE)  # fmt: skip
     values = f"P* = {optimal_precision(fit.params):.3g} bits ({optimal_precision(fit.params, offsets=False):.3g} without the offsets)"
     pinned = _pinned(fit, *(f"{name}_{tensor}" for tensor in TENSOR_SPECS for name in ("gamma", "n")))
-    if pinned:
-        return claim(STUDY, text, statistic=f"{values}: {'; '.join(pinned)}", ci="", verdict=INCONCLUSIVE,
-                     paper=paper, magnitude=INCONCLUSIVE)  # fmt: skip
     solved = draws["P_star"].dropna() if draws is not None else pd.Series(dtype=float)
     if len(solved) < 2:
         return claim(STUDY, text, statistic=f"{values}; fewer than 2 bootstrap refits with a P*", ci="",
@@ -207,13 +222,17 @@ def _optimal_precision_claim(fit, draws, rows: pd.DataFrame, sigma: float, noise
         return claim(STUDY, text, statistic=f"{values}: {unidentified}, P* is not identified", ci=ci,
                      verdict=INCONCLUSIVE, paper=paper, magnitude=INCONCLUSIVE)  # fmt: skip
     inside, outside = low >= low_bits and high <= high_bits, high < low_bits or low > high_bits
+    # P* depends on every γ_x and n_x: a bound on any one cuts its CI on a side that parameter alone does not tell.
+    interval = Interval(low, high, open_low=bool(pinned), open_high=bool(pinned), positive=True)
     row = claim(
         STUDY,
         text,
-        statistic=values,
+        statistic=values + "".join(f"; {note}" for note in pinned),
         ci=ci,
-        verdict="reproduced" if inside else ("not reproduced" if outside else INCONCLUSIVE),
+        verdict="reproduced"
+        if inside and not pinned
+        else ("not reproduced" if outside and not pinned else INCONCLUSIVE),
         paper=paper,
-        magnitude=magnitude_from_interval(low, high, paper),
+        magnitude=interval.magnitude(paper),
     )
     return floored_by_seed_noise(row, precision_cost(fit, rows), sigma, noise, "joint fit's precision cost (nats)")

@@ -14,10 +14,15 @@ from qscaling.studies.claims import (
     EXCLUDES_PAPER,
     INCONCLUSIVE,
     NOISE_SIGMAS,
+    UNINFORMATIVE,
+    UNINFORMATIVE_SHARE,
     claim,
     floored_by_seed_noise,
-    magnitude_from_interval,
+    parameter_difference,
+    parameter_interval,
     pooled_slope,
+    t_interval,
+    verdict_from_interval,
 )
 from qscaling.studies.sun2025.analysis import (
     block_rows,
@@ -34,14 +39,15 @@ from qscaling.studies.sun2025.settings import Sun2025Settings
 def claims(tables: dict, fits: dict, settings: Sun2025Settings) -> list[dict]:
     table = tables["table"]
     sigma = seed_sigma(table)
-    noise = f"σ_seed = {sigma:.2g} over {len(seed_points(table))} seeds"
+    seeds = len(seed_points(table))
+    noise = f"σ_seed = {sigma:.2g} over {seeds} seeds"
     capybara = fits.get("capybara")
     rows = law_rows(table)
     return [
         _exponent_over_mantissa_claim(capybara, rows, sigma, noise),
         _block_size_claim(table, settings, sigma, noise),
         *(_layout_claim(capybara, bits, paper) for bits, paper in ((4, (2, 1)), (8, (4, 3)))),
-        _backward_inputs_claim(table, sigma, noise),
+        _backward_inputs_claim(table, sigma, seeds, noise),
         _critical_data_claim(capybara, rows, sigma, noise),
         _form_claim(capybara, fits.get("kumar_form"), rows, sigma, noise),
     ]
@@ -66,27 +72,29 @@ def precision_effect(fit, rows: pd.DataFrame) -> float:
 
 
 def _exponent_over_mantissa_claim(fit, rows: pd.DataFrame, sigma: float, noise: str) -> dict:
-    """δ − ν from the Capybara fit, its CI the difference of the two CIs' far ends."""
+    """δ − ν from the Capybara fit (`parameter_difference`): inconclusive where either is held at the paper's value;
+    where one sits on its bound, the direction is inconclusive and the magnitude read off the CI, open on that side."""
     text = "Exponent bits matter slightly more than mantissa bits (δ > ν)"
     paper = round(law.TABLE2["delta"] - law.TABLE2["nu"], 4)
     if fit is None:
         return claim(STUDY, text, statistic="no Capybara fit", ci="", verdict=INCONCLUSIVE, paper=paper,
                      magnitude=INCONCLUSIVE)  # fmt: skip
-    pinned = _pinned(fit, "delta", "nu")
     values = f"δ {fit.params['delta']:.3f}, ν {fit.params['nu']:.3f}"
-    if pinned:
-        return claim(STUDY, text, statistic=f"{values}: {'; '.join(pinned)}", ci="", verdict=INCONCLUSIVE,
+    held = [f"{name} held at the paper value" for name in ("delta", "nu") if fit.held_fixed(name)]
+    if held:
+        return claim(STUDY, text, statistic=f"{values}: {'; '.join(held)}", ci="", verdict=INCONCLUSIVE,
                      paper=paper, magnitude=INCONCLUSIVE)  # fmt: skip
-    low = fit.ci["delta"][0] - fit.ci["nu"][1]
-    high = fit.ci["delta"][1] - fit.ci["nu"][0]
+    pinned = _pinned(fit, "delta", "nu")
+    interval = parameter_difference(fit, "delta", fit, "nu")
     row = claim(
         STUDY,
         text,
-        statistic=f"δ − ν = {fit.params['delta'] - fit.params['nu']:.3f} ({values})",
-        ci=f"[{low:.3f}, {high:.3f}] (difference of the two bootstrap CIs' ends)",
-        verdict="reproduced" if low > 0 else ("not reproduced" if high < 0 else INCONCLUSIVE),
+        statistic=f"δ − ν = {fit.params['delta'] - fit.params['nu']:.3f} ({values})"
+        + "".join(f"; {note}" for note in pinned),
+        ci=f"{interval.text()} (difference of the two bootstrap CIs' ends)",
+        verdict=INCONCLUSIVE if pinned else interval.verdict("positive"),
         paper=paper,
-        magnitude=magnitude_from_interval(low, high, paper),
+        magnitude=interval.magnitude(paper),
     )
     return floored_by_seed_noise(row, precision_effect(fit, rows), sigma, noise, "precision term's range over the grid")
 
@@ -121,53 +129,77 @@ def _block_size_claim(table: pd.DataFrame, settings: Sun2025Settings, sigma: flo
 
 
 def layouts_within(fit, bits: int) -> set[tuple[int, int]]:
-    """The optimal (E, M) at `bits` total bits for δ and ν at every corner of their CIs and at the estimate."""
+    """The optimal (E, M) at `bits` total bits for δ and ν at every corner of their CIs and at the estimate; where
+    a bound cut δ or ν, every layout beyond on that side too (more mantissa as ν/δ grows)."""
     corners = itertools.product([*fit.ci["delta"], fit.params["delta"]], [*fit.ci["nu"], fit.params["nu"]])
-    return {law.optimal_layout({"delta": d, "nu": n}, bits) for d, n in corners}
+    within = {law.optimal_layout({"delta": d, "nu": n}, bits) for d, n in corners}
+    toward_mantissa = _open_toward(fit, "nu", upper=True) or _open_toward(fit, "delta", upper=False)
+    toward_exponent = _open_toward(fit, "nu", upper=False) or _open_toward(fit, "delta", upper=True)
+    mantissas = [m for _, m in within]
+    extended = range(0 if toward_exponent else min(mantissas), (bits if toward_mantissa else max(mantissas) + 1))
+    return {(bits - 1 - m, m) for m in extended}
+
+
+def _open_toward(fit, name: str, *, upper: bool) -> bool:
+    """Whether a bound cut `name`'s CI on its upper (or lower) side."""
+    interval = parameter_interval(fit, name)
+    return interval.open_high if upper else interval.open_low
 
 
 def _layout_claim(fit, bits: int, paper: tuple[int, int]) -> dict:
+    """The optimal layout over the CIs of δ and ν (`layouts_within`): reproduced where only the paper's remains,
+    not reproduced where only another does, inconclusive otherwise and wherever δ or ν sits on its bound; the
+    magnitude covers or excludes the paper's layout, uninformative where more than UNINFORMATIVE_SHARE of the
+    layouts remain."""
     paper_name = "E{}M{}".format(*paper)
     text = f"The optimal FP{bits} layout is {paper_name} (Sec. 4.1)"
-    if fit is None:
-        return claim(STUDY, text, statistic="no Capybara fit", ci="", verdict=INCONCLUSIVE, paper=paper_name,
-                     magnitude=INCONCLUSIVE)  # fmt: skip
+    if fit is None or fit.held_fixed("delta") or fit.held_fixed("nu"):
+        return claim(STUDY, text, statistic="no Capybara fit with δ and ν fitted", ci="", verdict=INCONCLUSIVE,
+                     paper=paper_name, magnitude=INCONCLUSIVE)  # fmt: skip
     best = law.optimal_layout(fit.params, bits)
     pinned = _pinned(fit, "delta", "nu")
-    statistic = f"E{best[0]}M{best[1]} at δ {fit.params['delta']:.2f}, ν {fit.params['nu']:.2f}"
-    if pinned:
-        return claim(STUDY, text, statistic=f"{statistic}: {'; '.join(pinned)}", ci="", verdict=INCONCLUSIVE,
-                     paper=paper_name, magnitude=INCONCLUSIVE)  # fmt: skip
+    statistic = f"E{best[0]}M{best[1]} at δ {fit.params['delta']:.2f}, ν {fit.params['nu']:.2f}" + "".join(
+        f"; {note}" for note in pinned
+    )
     within = sorted(layouts_within(fit, bits))
     ci = "layouts over the CIs of δ and ν: " + ", ".join("E{}M{}".format(*layout) for layout in within)
-    verdict = INCONCLUSIVE if len(within) > 1 else ("reproduced" if within == [paper] else "not reproduced")
-    magnitude = COVERS_PAPER if paper in within else EXCLUDES_PAPER
+    if pinned or len(within) > 1:
+        verdict = INCONCLUSIVE
+    else:
+        verdict = "reproduced" if within == [paper] else "not reproduced"
+    if paper not in within:
+        magnitude = EXCLUDES_PAPER
+    else:
+        magnitude = UNINFORMATIVE if len(within) > UNINFORMATIVE_SHARE * bits else COVERS_PAPER
     return claim(STUDY, text, statistic=statistic, ci=ci, verdict=verdict, paper=paper_name, magnitude=magnitude)
 
 
-def _backward_inputs_claim(table: pd.DataFrame, sigma: float, noise: str) -> dict:
+def _backward_inputs_claim(table: pd.DataFrame, sigma: float, seeds: int, noise: str) -> dict:
     """δ of backward W (P4) and backward X (P6) against forward W (P2), each quantized alone in one format: the
-    three share a partner, so each difference is a difference of two separately trained runs' losses."""
+    three share a partner, so each difference is a difference of two separately trained runs' losses, with SD
+    √2 σ_seed and the t-quantile of σ_seed's seeds − 1 dof."""
     text = "Quantizing a backward GEMM input (P4, P6) costs less than the forward weight (P2) at equal bits (Fig. 2)"
     rows = gemm_rows(table)
     if not {"P2", "P4", "P6"} <= set(rows.index) or not math.isfinite(sigma):
         return claim(STUDY, text, statistic="no P2, P4 and P6 runs, or no σ_seed", ci="", verdict=INCONCLUSIVE)
     gaps = {target: float(rows.loc["P2", "loss"] - rows.loc[target, "loss"]) for target in ("P4", "P6")}
-    half = 1.96 * sigma * math.sqrt(2)
-    low, high = min(gaps.values()) - half, max(gaps.values()) + half
+    low = t_interval(min(gaps.values()), sigma * math.sqrt(2), seeds - 1)[0]
+    high = t_interval(max(gaps.values()), sigma * math.sqrt(2), seeds - 1)[1]
     deltas = ", ".join(f"{target} {rows.loc[target, 'delta']:.3g}" for target in ("P2", "P4", "P6"))
     return claim(
         STUDY,
         text,
         statistic=f"loss of P2 − P4 {gaps['P4']:.3g}, P2 − P6 {gaps['P6']:.3g} nats (δ: {deltas})",
-        ci=f"[{low:.3g}, {high:.3g}] (smaller gap − 1.96·√2 σ_seed, larger + it; {noise})",
-        verdict="reproduced" if low > 0 else ("not reproduced" if high < 0 else INCONCLUSIVE),
+        ci=f"[{low:.3g}, {high:.3g}] (smaller gap − t·√2 σ_seed, larger + it, t at {seeds - 1} dof; {noise})",
+        verdict=verdict_from_interval(low, high, "positive"),
     )
 
 
 def _critical_data_claim(fit, rows: pd.DataFrame, sigma: float, noise: str) -> dict:
     """The fitted D_crit of the lowest-precision channel-wise format at each fitted size, against the grid's D;
-    where one falls inside the grid, the loss itself must rise past it beyond the seed noise."""
+    where one falls inside the grid, the loss itself decides past it, beyond NOISE_SIGMAS σ_seed: reproduced where
+    it rises to the last budget at some size, not reproduced where it falls from D_crit to the last budget at every
+    such size, inconclusive otherwise (and where every D_crit lies beyond the grid)."""
     text = "Low-precision training has a critical data size beyond which more data raises the loss (Sec. 4.2)"
     points = quantized_rows(rows)
     points = points[points["block"] == CHANNEL]
@@ -185,13 +217,19 @@ def _critical_data_claim(fit, rows: pd.DataFrame, sigma: float, noise: str) -> d
         span = f"{fmt['D'].min():.3g}–{fmt['D'].max():.3g}"
         return claim(STUDY, text, statistic=f"{statistic}; every one beyond the grid's D ({span})", ci=noise,
                      verdict=INCONCLUSIVE)  # fmt: skip
-    rises = {}
-    for N in inside:
+    rises, falls = {}, {}
+    for N, value in inside.items():
         curve = fmt[fmt["N"] == N].sort_values("D")
         rises[N] = float(curve["loss"].iloc[-1] - curve["loss"].min())
-    clear = math.isfinite(sigma) and max(rises.values()) > NOISE_SIGMAS * sigma
+        falls[N] = float(curve.loc[curve["D"] >= value, "loss"].iloc[0] - curve["loss"].iloc[-1])
+    floor = NOISE_SIGMAS * sigma if math.isfinite(sigma) else math.inf
+    if max(rises.values()) > floor:
+        verdict = "reproduced"
+    else:
+        verdict = "not reproduced" if min(falls.values()) > floor else INCONCLUSIVE
     statistic += "; loss rise to the last budget: " + ", ".join(f"{v:.3g} at N = {int(N):,}" for N, v in rises.items())
-    return claim(STUDY, text, statistic=statistic, ci=noise, verdict="reproduced" if clear else INCONCLUSIVE)
+    statistic += "; fall past D_crit: " + ", ".join(f"{v:.3g} at N = {int(N):,}" for N, v in falls.items())
+    return claim(STUDY, text, statistic=statistic, ci=noise, verdict=verdict)
 
 
 def _form_claim(capybara, kumar, rows: pd.DataFrame, sigma: float, noise: str) -> dict:
