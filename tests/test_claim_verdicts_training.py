@@ -62,13 +62,25 @@ def test_ahmadian_between_runs_use_the_t_quantile(acting_settings, spread, verdi
     assert row["verdict"] == verdict and "t at 2 dof" in row["ci"]
 
 
-def test_ahmadian_w4_and_the_outlier_rule_can_fail(acting_settings):
+def test_ahmadian_w4_and_the_outlier_rule_can_fail_and_be_inconclusive(acting_settings):
     table = synthetic_table(True)
     cheap_w4 = table.assign(delta=np.where(table["method"] == "rtn", table["delta"] / 400, table["delta"]))
     assert by_claim(ahmadian.claims({"table": cheap_w4}, {}, acting_settings), "W4")["verdict"] == "not reproduced"
+    even_w4 = table.assign(delta=np.where(table["method"] == "rtn", table["delta"] / 20, table["delta"]))
+    assert by_claim(ahmadian.claims({"table": even_w4}, {}, acting_settings), "W4")["verdict"] == "inconclusive"
     in_recipe = table.assign(outliers_llm_int8=np.where(table["factor"] == "recipe", 4, table["outliers_llm_int8"]))
     row = by_claim(ahmadian.claims({"table": in_recipe}, {}, acting_settings), "6.0 rule")
     assert row["verdict"] == "not reproduced" and "max outlier dims in the recipe runs = 4" in row["statistic"]
+
+
+def test_ahmadian_a_proxy_unrelated_to_sensitivity_is_inconclusive(acting_settings):
+    """The proxies' ranks shuffled against W8A8 δ: Spearman ρ's bootstrap CI over the runs covers 0."""
+    table = synthetic_table(True)
+    runs = table["run"].unique()
+    shuffled = dict(zip(runs, np.random.default_rng(3).permutation(len(runs)), strict=True))
+    unrelated = table.assign(gain_std=table["run"].map(shuffled).astype(float))
+    row = by_claim(ahmadian.claims({"table": unrelated}, {}, acting_settings), "norm gains")
+    assert row["verdict"] == "inconclusive" and "Spearman" in row["statistic"], row
 
 
 # Chen et al. 2025 -----------------------------------------------------------------------------------------------
@@ -214,6 +226,12 @@ def test_sun_fp4_layout(fit, verdict, magnitude):
     assert (row["verdict"], row["magnitude"]) == (verdict, magnitude), row
 
 
+def test_sun_fp8_layout():
+    assert sun._layout_claim(capybara((3.1, 3.3), (2.9, 3.0)), 8, (4, 3))["verdict"] == "reproduced"
+    assert sun._layout_claim(capybara((1.4, 1.6), (9.0, 9.5)), 8, (4, 3))["verdict"] == "not reproduced"
+    assert sun._layout_claim(capybara((0.5, 6.0), (0.5, 6.0)), 8, (4, 3))["magnitude"] == "uninformative"
+
+
 @pytest.mark.parametrize(
     "gaps, verdict",
     [((0.05, 0.06), "reproduced"), ((-0.05, -0.06), "not reproduced"), ((0.02, 0.03), "inconclusive")],
@@ -308,6 +326,14 @@ def test_training_activation_gamma_below_weights(no_floor, gamma_w, gamma_a, not
 
 
 @pytest.mark.parametrize(
+    "gamma_kv, verdict", [((0.5, 0.6), "reproduced"), ((4.0, 5.0), "not reproduced"), ((1.5, 3.5), "inconclusive")]
+)
+def test_training_kv_gamma_below_weights(no_floor, gamma_kv, verdict):
+    fits = {"neff_w": neff({"gamma_w": (2.6, 2.7)}), "neff_kv": neff({"gamma_kv": gamma_kv})}
+    assert training._ordering_claim(fits, pd.DataFrame(), "kv", NAN, "no σ_seed")["verdict"] == verdict
+
+
+@pytest.mark.parametrize(
     "gamma_w, n_w, verdict, magnitude",
     [
         ((2.6, 2.7), (0.25, 0.35), "reproduced", "covers paper"),  # 5.9–7.4 % lost; paper 6.8 %
@@ -360,5 +386,6 @@ def ptq_gaps(gaps) -> pd.DataFrame:
 def test_training_robustness_under_later_ptq(gaps, verdict):
     """Six cells, mean gap 0.002 with SD 0.0023 (the third case): at 53d1b33 ±1.96 SE gave [1.8e-4, 3.8e-3],
     "reproduced"; t at 5 dof (2.57) covers 0."""
-    row = training._robustness_claim(ptq_gaps(gaps), "gptq")
-    assert row["verdict"] == verdict and "t over 6 (N, D) cells" in row["ci"], row
+    for method in ("gptq", "rtn"):
+        row = training._robustness_claim(ptq_gaps(gaps).assign(method=method), method)
+        assert row["verdict"] == verdict and "t over 6 (N, D) cells" in row["ci"], row
