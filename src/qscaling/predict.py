@@ -3,7 +3,8 @@
 Sources are the papers' constants (every variant) and any `--fit FILE.json`. What a law predicts depends on what
 the plan gives: N and D alone give losses, Kumar et al.'s N_eff at 16 bits and P*, and Sun et al.'s D_crit at
 bf16; `--ptq` adds δ_PTQ, QiD and the post-PTQ loss; `--train int…` adds δ_QAT and N_eff at the training
-precision; `--train fp:…` gives Sun et al.'s loss and D_crit for that format.
+precision; `--train fp:…` gives Sun et al.'s loss and D_crit for that format. QuEST's law takes an int training
+precision as its P, Quartet's an fp one as the precision of both passes.
 """
 
 import json
@@ -14,7 +15,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
-from qscaling.laws import LAWS, Fit, chen2025, fit, kumar2024, load_fit, sun2025
+from qscaling.laws import LAWS, Fit, chen2025, efficiency2025, fit, kumar2024, load_fit, sun2025
 from qscaling.quant.spec import QuantSpec, parse_spec
 
 LOSS = "loss (nats/token)"
@@ -81,6 +82,12 @@ class Plan:
         else:
             return None
         return self.train.exponent_bits, self.train.mantissa_bits, block
+
+    def train_bits(self, kind: str) -> int | None:
+        """Total bits of an `kind` ("int" or "fp") training precision; 16 without --train, None for the other kind."""
+        if self.train is None or self.train.kind != kind:
+            return HIGH_PRECISION_BITS if self.train is None else None
+        return self.train.bits if kind == "int" else self.train.exponent_bits + self.train.mantissa_bits + 1
 
 
 @dataclass(frozen=True)
@@ -160,6 +167,12 @@ def _sun_fp_training(law, params, plan: Plan) -> dict[str, float]:
     }
 
 
+def _efficiency(law, params, plan: Plan) -> dict[str, float]:
+    bits = plan.train_bits(efficiency2025.TRAINING_KIND[law.name])
+    found = efficiency2025.loss_and_size(law, params, plan.N, plan.D, bits)
+    return {} if found is None else {LOSS: found[0], N_EFF: found[1]}
+
+
 @dataclass(frozen=True)
 class Predictor:
     """What one law predicts for a plan ({} when the plan lacks its inputs), and what those inputs are."""
@@ -179,6 +192,8 @@ PREDICTORS = {
     "ouyang2024.qid_fixed_bits": Predictor(_ouyang_qid_fixed_bits, "--ptq at the variant's bit width"),
     "chen2025.qat": Predictor(_chen_qat, "--train int<b>:g<G>"),
     "sun2025.capybara": Predictor(_sun_fp_training, "--train fp:e<E>m<M>:b<B> or channel (or no --train)"),
+    "panferov2025.quest": Predictor(_efficiency, "--train int<b>, b in 2, 3, 4, 8 (or no --train)"),
+    "castro2025.quartet": Predictor(_efficiency, "--train fp:e<E>m<M> of 4 or >= 8 bits (or no --train)"),
 }
 # chinchilla_tied's paper variants repeat chinchilla's kumar2024 and chen2025 ones: fits only.
 PAPER_LAWS = tuple(name for name in PREDICTORS if name != "chinchilla_tied")
@@ -191,6 +206,8 @@ def _paper_variants(law, plan: Plan) -> list[str]:
         return ["W4A4"]  # --train quantizes weights and activations alike
     if law.name == "ouyang2024.qid_fixed_bits":
         return [variant for variant in law.paper_params if variant == f"{plan.post_bits}bit"]
+    if law.name == "castro2025.quartet":
+        return ["quartet", "separate"]  # Quartet's own scheme; the others are the methods it compares against
     return list(law.paper_params)
 
 
@@ -344,6 +361,8 @@ def plan_notes(plan: Plan) -> list[str]:
             )
         if plan.chen_group_size is None:
             notes.append(f"chen2025.qat: δ_QAT needs a group size, int<b>:g<G>; --train gives {plan.train}")
+    for law, kind in efficiency2025.TRAINING_KIND.items():
+        notes += filter(None, [efficiency2025.precision_note(LAWS[law], plan.train_bits(kind), plan.train)])
     if plan.train is None:
         notes.append("sun2025.capybara: bf16 read as E8M7 with B = 128, the setting the paper quotes D_crit for")
     elif plan.train.kind == "fp" and plan.sun_format is None:

@@ -10,7 +10,7 @@ result.to_json("results/fits/capybara.json"); load_fit("results/fits/capybara.js
 import json
 from pathlib import Path
 
-from qscaling.laws import baseline, chen2025, kumar2024, ouyang2024, sun2025
+from qscaling.laws import baseline, chen2025, efficiency2025, kumar2024, ouyang2024, sun2025
 from qscaling.laws.fitter import fit, profile
 from qscaling.laws.law import Law, PaperParams, Param
 from qscaling.laws.result import Fit, compare_sources
@@ -36,10 +36,19 @@ LAWS: dict[str, Law] = {
         sun2025.EXPONENT,
         sun2025.MANTISSA,
         sun2025.BLOCK,
+        efficiency2025.QUEST,
+        efficiency2025.QUARTET,
     )
 }
 
-_DERIVED = {"kumar2024": kumar2024, "ouyang2024": ouyang2024, "chen2025": chen2025, "sun2025": sun2025}
+_DERIVED = {
+    "kumar2024": kumar2024,
+    "ouyang2024": ouyang2024,
+    "chen2025": chen2025,
+    "sun2025": sun2025,
+    "panferov2025": efficiency2025,
+    "castro2025": efficiency2025,
+}
 
 
 def get_law(name: str) -> Law:

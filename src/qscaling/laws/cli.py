@@ -3,7 +3,8 @@
 `laws fit LAW --table FILE [--derive EXPR ...] [--map COLUMN=INPUT ...] [--where EXPR] [--baseline EXPR [--loss-column C]]
 [--variant V] [--bootstrap K] [--starts K] [--seed S] [--plot FILE.png] --out FIT.json` writes the same fit
 JSON as the workflow's. A law input that is constant in the table leaves the parameters it identifies
-(Law.identified_by) unidentifiable: they are held at the paper's constants (--variant) and the notes say so.
+(Law.identified_by) unidentifiable, as does a precision level the table lacks (Law.levels): they are held at the
+paper's constants (--variant) and the notes say so.
 """
 
 import math
@@ -17,6 +18,7 @@ from qscaling.laws import LAWS, derived_quantities, fit, get_law, load_fit, star
 from qscaling.laws.synthetic import group_column
 from qscaling.laws.table import (
     PAIR_KEYS,
+    absent_levels,
     check_rows,
     constant_inputs,
     derive_column,
@@ -153,11 +155,9 @@ def fit_table(args):
         print(f"qscaling laws fit: warning: {len(repeated)} row(s) repeat an earlier row exactly (rows {shown}); "
               "each counts as a point of its own and narrows the CIs", file=sys.stderr)  # fmt: skip
     constant = constant_inputs(law, table)
-    held = unidentifiable(law, constant)
+    held = held_params(law, table, constant)
     if held and not law.paper_params:
-        names = ", ".join(
-            f"{name} (input {' and '.join(repr(i) for i in inputs)} constant)" for name, inputs in held.items()
-        )
+        names = ", ".join(f"{name} ({cause})" for name, (cause, _) in held.items())
         raise ValueError(f"{law.name} has no paper constants to hold {names} at: give a table where those inputs vary")
     variant = args.variant or next(iter(law.paper_params), None)
     paper = law.paper_params[variant] if held else {}
@@ -180,14 +180,25 @@ def fit_table(args):
         group_col=None if group in constant else group,
         seed=args.seed,
     )
-    reasons = [
-        f"{name} unidentifiable: input {' and '.join(repr(i) for i in inputs)} constant in the table "
-        f"({', '.join(f'{i} = {constant[i]:g}' for i in inputs)}); held at paper variant {variant}'s value"
-        for name, inputs in held.items()
+    result.notes[:0] = [
+        f"{name} unidentifiable: {cause} in the table{values}; held at paper variant {variant}'s value"
+        for name, (cause, values) in held.items()
     ]
-    result.notes[:0] = reasons
     check_result(result)
     return result
+
+
+def held_params(law, table, constant: dict[str, float]) -> dict[str, tuple[str, str]]:
+    """Params the table cannot pin down -> (cause, the values behind it): an input they are identified by that is
+    constant (Law.identified_by), or a precision level the table lacks (Law.levels)."""
+    held = {
+        name: (
+            f"input {' and '.join(repr(i) for i in inputs)} constant",
+            f" ({', '.join(f'{i} = {constant[i]:g}' for i in inputs)})",
+        )
+        for name, inputs in unidentifiable(law, constant).items()
+    }
+    return {**{name: (cause, "") for name, cause in absent_levels(law, table).items()}, **held}
 
 
 def check_result(result) -> None:

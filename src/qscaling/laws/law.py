@@ -78,6 +78,10 @@ class Law:
     # are constant in a table, the param's effect is a constant factor or offset that another param already
     # supplies. A param not listed is pinned by the target's scale alone.
     identified_by: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # param -> (input, value): a parameter of one level of an input (a precision's efficiency) that acts only on
+    # rows where the input takes that value. A table pins it only with rows at that level and rows at a level
+    # no such parameter acts on (where the factor is 1 and the law's other constants are measured).
+    levels: dict[str, tuple[str, float]] = field(default_factory=dict)
 
     @property
     def param_names(self) -> tuple[str, ...]:

@@ -17,6 +17,11 @@ _PYTHIA_TOKENS = tuple(step * 2.097152e6 for step in (4000, 8000, 16000, 36000, 
 _KUMAR_SIZES, _KUMAR_TOKENS = (30e6, 60e6, 110e6, 220e6), (1.5e9, 3e9, 6e9, 13e9, 26e9)
 _CHEN_SIZES, _CHEN_TOKENS = (74e6, 145e6, 297e6, 595e6), (10e9, 20e9, 50e9, 100e9)
 _SUN_SIZES, _SUN_TOKENS = (41e6, 85e6, 154e6, 679e6), (10e9, 20e9, 50e9, 100e9)
+# QuEST's and Quartet's non-embedding sizes (their released run tables); tokens as multiples of N.
+_IST_SIZES = (30482560, 49556736, 102777856, 203188480)
+_QUEST_TOKENS_PER_PARAM, _QUEST_BITS = (25, 50, 100), (1, 2, 3, 4, 8, 16)
+_QUARTET_TOKENS_PER_PARAM = (25, 50, 100, 200, 400, 800, 1600)  # its 30M baseline reaches 1575
+_QUARTET_PASSES = ((16, 16), (4, 16), (16, 4), (4, 4))  # (P_fwd, P_bwd): BF16, forward, backward, both in FP4
 # Sun et al.'s configurations per (N, D) (Sec. 3): block sweep in E1M1, mantissa and exponent sweeps, and
 # the common FP formats; formats outside the block sweep use channel-wise scaling.
 _SUN_FORMATS = (
@@ -93,6 +98,13 @@ def paper_grid(law: Law) -> pd.DataFrame:
         return _product(N=_SUN_SIZES, D=_SUN_TOKENS, M=range(1, 7))
     if name == "sun2025.block":
         return _product(N=_SUN_SIZES, D=_SUN_TOKENS, B=(32, 64, 128, 256, 512))
+    if name == "panferov2025.quest":
+        grid = _product(N=_IST_SIZES, ratio=_QUEST_TOKENS_PER_PARAM, P=_QUEST_BITS)
+        return grid.assign(D=grid.N * grid.ratio)[["N", "D", "P"]]
+    if name == "castro2025.quartet":
+        passes = pd.DataFrame(_QUARTET_PASSES, columns=["P_fwd", "P_bwd"])
+        grid = _product(N=_IST_SIZES, ratio=_QUARTET_TOKENS_PER_PARAM).merge(passes, how="cross")
+        return grid.assign(D=grid.N * grid.ratio)[["N", "D", "P_fwd", "P_bwd"]]
     raise ValueError(f"no paper grid for law {name!r}")
 
 

@@ -182,6 +182,20 @@ def unidentifiable(law: Law, constant: Mapping[str, float]) -> dict[str, tuple[s
     return {param: inputs for param, inputs in law.identified_by.items() if all(name in constant for name in inputs)}
 
 
+def absent_levels(law: Law, table: pd.DataFrame) -> dict[str, str]:
+    """Per-level params (Law.levels) that the table cannot pin down -> why: no row at their level, or no row at a
+    level where no such param acts (the factor 1 the others are measured against)."""
+    reasons = {}
+    for param, (name, value) in law.levels.items():
+        column = table[name].to_numpy(dtype=float)
+        own_levels = [level for input_name, level in law.levels.values() if input_name == name]
+        if not np.any(column == value):
+            reasons[param] = f"no row has {name} = {value:g}"
+        elif np.all(np.isin(column, own_levels)):
+            reasons[param] = f"no row has {name} outside {', '.join(f'{level:g}' for level in own_levels)} (factor 1)"
+    return reasons
+
+
 def _shown(value) -> str:
     """A cell as a user wrote it: numbers plainly (nan, inf, 1e+300), anything else quoted."""
     return f"{value:g}" if isinstance(value, (int, float, np.number)) else repr(value)
