@@ -16,6 +16,8 @@ SPECS = [
     "int3:g32:gptq:narrow",
     "fp:e4m3:b32",
     "fp:e2m1:b32:e8m0",
+    "fp:e2m1:b16:e4m3",
+    "fp:e2m1:b16:e4m3:stochastic",
     "fp:e3m2:b128:stochastic",
     "fp:e5m2:channel:pow2:inf",
     "fp:e2m3:tensor:nearest-away",

@@ -21,7 +21,11 @@ from qscaling.bench import best_seconds
 from qscaling.bench.gptq_timing import bench_gptq, format_rows
 from qscaling.quant import fast, parse_spec, quantize, quantize_reference
 
-SPECS = ("int4:g32", "int4:g128", "int8:g128", "fp:e4m3:b32", "fp:e2m1:b32")
+SPECS = ("int4:g32", "int4:g128", "int8:g128", "fp:e4m3:b32", "fp:e2m1:b32")  # also the device bench's kernels
+NVFP4 = "fp:e2m1:b16:e4m3"
+# MXFP4 (E2M1, an E8M0 scale per 32) beside NVFP4 (E2M1, an E4M3 scale per 16 times one float32 per tensor), on the
+# CPU paths only: the Triton kernel leaves two-level scales to the reference.
+FP4_BLOCK_SPECS = ("fp:e2m1:b32:e8m0", NVFP4)
 
 
 def add_arguments(parser) -> None:
@@ -59,18 +63,26 @@ def _torchao_implementations(x: torch.Tensor, text: str) -> dict:
     """torchao's fake quantizers closest to each spec, or a reason they are unavailable."""
     try:  # optional implementations (the bench extra): absent ones are reported, not required
         from torchao.prototype.mx_formats.mx_tensor import to_dtype, to_mx
+        from torchao.prototype.mx_formats.nvfp4_tensor import NVFP4Tensor, per_tensor_amax_to_scale
         from torchao.quantization.qat import IntxFakeQuantizeConfig
         from torchao.quantization.qat.fake_quantizer import IntxFakeQuantizer
     except ImportError as error:
         return {"torchao": f"not installable/importable: {error}"}
     spec = parse_spec(text)
+    if text == NVFP4:
+
+        def nvfp4_round_trip():
+            scale = per_tensor_amax_to_scale(x.abs().amax())
+            return NVFP4Tensor.to_nvfp4(x, block_size=16, per_tensor_scale=scale).to_dtype(torch.float32)
+
+        return {"torchao NVFP4Tensor to_nvfp4/to_dtype (two-level)": nvfp4_round_trip}
     if spec.kind == "int":
         config = IntxFakeQuantizeConfig(
             getattr(torch, f"int{spec.bits}"), group_size=spec.group_size, is_symmetric=True
         )
         quantizer = IntxFakeQuantizer(config)
         return {f"torchao IntxFakeQuantizer int{spec.bits} g{spec.group_size}": lambda: quantizer(x)}
-    elem = {"fp:e4m3:b32": torch.float8_e4m3fn, "fp:e2m1:b32": torch.float4_e2m1fn_x2}[text]
+    elem = torch.float8_e4m3fn if spec.float_format.name == "e4m3" else torch.float4_e2m1fn_x2
 
     def mx_round_trip():
         scale, data = to_mx(x, elem, 32)
@@ -81,7 +93,7 @@ def _torchao_implementations(x: torch.Tensor, text: str) -> dict:
 
 def _qtorch_implementations(x: torch.Tensor, text: str) -> dict:
     """qtorch's float_quantize (element cast, nearest) behind the same eager block scaling."""
-    if not text.startswith("fp:"):
+    if not text.startswith("fp:") or text == NVFP4:  # no two-level scaling to put behind it
         return {}
     try:  # optional, as torchao above
         from qtorch.quant import float_quantize
@@ -110,15 +122,15 @@ def run(args) -> int:
         f"tensor {args.rows}x{args.cols} float32, {torch.get_num_threads()} threads, "
         f"THP_MEM_ALLOC_ENABLE={os.environ.get('THP_MEM_ALLOC_ENABLE', 'unset')}"
     )
-    print(f"{'spec':<13} {'implementation':<48} {'GB/s':>7} {'x copy_':>8}")
+    print(f"{'spec':<17} {'implementation':<48} {'GB/s':>7} {'x copy_':>8}")
 
     def copy():
         out.copy_(x)
 
     baselines = {"copy_ into a preallocated tensor": copy, "clone (fresh tensor)": lambda: x.clone()}
     for name, (seconds, ratio) in timed_against_copy(baselines, copy, args.repeats).items():
-        print(f"{'-':<13} {name:<48} {gigabytes / seconds:7.2f} {ratio:8.2f}")
-    for text in SPECS:
+        print(f"{'-':<17} {name:<48} {gigabytes / seconds:7.2f} {ratio:8.2f}")
+    for text in SPECS + FP4_BLOCK_SPECS:
         spec = parse_spec(text)
         for name, first_call in (
             ("quantize (first call: the C++ kernel's load or build)", lambda: quantize(x, spec, out=out)),
@@ -126,7 +138,7 @@ def run(args) -> int:
         ):
             start = time.perf_counter()
             first_call()
-            print(f"{text:<13} {name:<48} {time.perf_counter() - start:6.1f}s")
+            print(f"{text:<17} {name:<48} {time.perf_counter() - start:6.1f}s")
         implementations = {
             "qscaling quantize(x, spec)  (fresh tensor)": lambda: quantize(x, spec),
             "qscaling quantize(x, spec, out=buf)": lambda: quantize(x, spec, out=out),
@@ -137,10 +149,10 @@ def run(args) -> int:
         }
         for name, reason in implementations.items():
             if isinstance(reason, str):
-                print(f"{text:<13} {name:<48} {reason}")
+                print(f"{text:<17} {name:<48} {reason}")
         calls = {name: call for name, call in implementations.items() if not isinstance(call, str)}
         for name, (seconds, ratio) in timed_against_copy(calls, copy, args.repeats).items():
-            print(f"{text:<13} {name:<48} {gigabytes / seconds:7.2f} {ratio:8.2f}")
+            print(f"{text:<17} {name:<48} {gigabytes / seconds:7.2f} {ratio:8.2f}")
     if not args.skip_gptq:
         print()
         print(format_rows(bench_gptq()))

@@ -213,9 +213,11 @@ def _fake_quant_kernel(
 
 
 def supports(x: torch.Tensor, spec: QuantSpec) -> bool:
-    """The kernel covers every spec but absmean scales (the reference's float64 sum) on contiguous float32 tensors
-    whose groups are whole."""
-    if x.dtype != torch.float32 or not x.is_contiguous() or x.numel() == 0 or spec.int_scale == "absmean":
+    """The kernel covers every spec but absmean scales (the reference's float64 sum) and two-level e4m3 scales (a
+    tensor-wide amax before any tile: the reference serves them, on the GPU too) on contiguous float32 tensors whose
+    groups are whole."""
+    unsupported_scale = spec.int_scale == "absmean" or spec.fp_scale == "e4m3"
+    if x.dtype != torch.float32 or not x.is_contiguous() or x.numel() == 0 or unsupported_scale:
         return False
     return spec.granularity != "group" or x.shape[-1] % spec.group_size == 0
 

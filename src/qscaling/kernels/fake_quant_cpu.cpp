@@ -24,6 +24,9 @@ constexpr int kNearestAway = 1;
 constexpr int kScaleFp32 = 0;
 constexpr int kScalePow2 = 1;
 constexpr int kScaleE8m0 = 2;
+constexpr int kScaleE4m3 = 3;  // two levels: an E4M3 scale per group, one float32 scale per tensor (NVFP4)
+constexpr float kE4m3Max = 448.0f;
+constexpr int kE4m3MinNormalExponent = -6, kE4m3MantissaBits = 3;
 
 struct Spec {
   bool is_fp;
@@ -40,6 +43,9 @@ struct Spec {
   float max_value;
   double overflow_value;
   float inside;  // FP: |x·S| below this rounds onto the format (max + half the top binade's ulp)
+  // Two-level (e4m3) scales, from the tensor's amax (set_two_level): the block-scale multiplier G·(1/FP_max), 1/G
+  // and the dequantizing tensor scale.
+  float block_multiplier = 0.0f, global_decode = 0.0f, tensor_scale = 0.0f;
 };
 
 inline float as_float(uint32_t bits) {
@@ -75,6 +81,31 @@ float fp_scale(float amax, const Spec& s) {
   return quotient;
 }
 
+// qscaling.quant.fp_rounding.two_level_scales (TransformerEngine's NVFP4 reference, in its float32 operations and
+// order): the global encode G = min(FP_max·448 / tensor_amax, FLT_MAX) and what the blocks need of it.
+void set_two_level(Spec& s, float tensor_amax) {
+  const float largest = s.max_value * kE4m3Max, inverse_max = 1.0f / s.max_value;
+  const float global_encode = std::min(largest / tensor_amax, FLT_MAX);
+  s.global_decode = 1.0f / global_encode;
+  s.block_multiplier = global_encode * inverse_max;
+  s.tensor_scale = tensor_amax / largest;
+}
+
+// A non-negative float32 value <= 448 rounded to E4M3, ties to even, subnormals included: value / ulp (a power of
+// two read from the exponent field) is exact, and so are std::rint of it and the product.
+inline float e4m3_nearest_even(float value) {
+  int binade = static_cast<int>((as_bits(value) >> 23) & 0xFF) - 127;
+  float ulp = power_of_two(std::max(binade, kE4m3MinNormalExponent) - kE4m3MantissaBits);
+  return std::rint(value / ulp) * ulp;
+}
+
+// A group's E4M3 scale and the multiplier that encodes its values: min(1/(block·(1/G)), FLT_MAX), FLT_MAX for a
+// scale of 0 (a group of zeros, or one too small beside the tensor's largest values).
+inline void two_level_block(float amax, const Spec& s, float* encode, float* block) {
+  *block = e4m3_nearest_even(std::min(amax * s.block_multiplier, kE4m3Max));
+  *encode = std::min(1.0f / (*block * s.global_decode), FLT_MAX);
+}
+
 // Each loop below is element-wise with selects instead of branches, so the compiler vectorises it; std::rint is
 // round-half-even under the default rounding mode (torch.round).
 
@@ -85,12 +116,15 @@ float fp_scale(float amax, const Spec& s) {
 // kSplit (nearest-even, E <= 7), as qscaling.quant.fast's _round_nearest_even_split: Veltkamp's split rounds a to
 // M + 1 significant bits, ties to even, with no division (a capped at 2·max, so σ·a cannot overflow), and below
 // the smallest normal binade (a + C) − C rounds to its fixed ulp. Exact without FMA contraction or reassociation.
-template <bool kAway, bool kMask, bool kSplit>
-void fp_elements(const float* x, float* out, uint32_t* inside_flags, int64_t n, float scale, const Spec& s) {
+// kTwoLevel: dequantized as (q·block)·tensor_scale (q·block is exact), else q / scale.
+template <bool kAway, bool kMask, bool kSplit, bool kTwoLevel>
+void fp_elements(const float* x, float* out, uint32_t* inside_flags, int64_t n, float scale, float block,
+                 const Spec& s) {
   const float overflow = static_cast<float>(s.overflow_value), max_value = s.max_value, inside = s.inside;
   const int min_normal = s.min_normal_exponent, mantissa = s.mantissa_bits;
   const float split_cap = 2.0f * max_value, split_factor = power_of_two(23 - mantissa) + 1.0f;
   const float split_shift = power_of_two(min_normal - mantissa + 23), smallest_normal = power_of_two(min_normal);
+  const float tensor_scale = s.tensor_scale;
   for (int64_t i = 0; i < n; ++i) {
     float scaled = x[i] * scale;
     float magnitude = std::fabs(scaled);
@@ -112,7 +146,8 @@ void fp_elements(const float* x, float* out, uint32_t* inside_flags, int64_t n, 
     }
     rounded = rounded > max_value ? overflow : rounded;
     rounded = magnitude != magnitude ? magnitude : rounded;
-    out[i] = std::copysign(rounded, scaled) / scale;
+    float quantized = std::copysign(rounded, scaled);
+    out[i] = kTwoLevel ? (quantized * block) * tensor_scale : quantized / scale;
     if constexpr (kMask) inside_flags[i] = magnitude < inside;
   }
 }
@@ -166,11 +201,23 @@ void in_chunks(const float* x, float* out, Flag* mask, int64_t n, Elements eleme
   }
 }
 
-template <bool kAway, typename Flag, bool kSplit>
-void fp_group(const float* x, float* out, Flag* mask, int64_t n, float scale, const Spec& s) {
+template <bool kAway, typename Flag, bool kSplit, bool kTwoLevel>
+void fp_group(const float* x, float* out, Flag* mask, int64_t n, float scale, float block, const Spec& s) {
   in_chunks(x, out, mask, n, [&](const float* xs, float* outs, uint32_t* inside, int64_t count) {
-    fp_elements<kAway, !std::is_void_v<Flag>, kSplit>(xs, outs, inside, count, scale, s);
+    fp_elements<kAway, !std::is_void_v<Flag>, kSplit, kTwoLevel>(xs, outs, inside, count, scale, block, s);
   });
+}
+
+// The rounding variant for the spec: nearest-away, the split (nearest-even, E <= 7) or the division.
+template <typename Flag, bool kTwoLevel>
+void fp_group_rounded(const float* x, float* out, Flag* mask, int64_t n, float scale, float block, const Spec& s) {
+  if (s.rounding == kNearestAway) {
+    fp_group<true, Flag, false, kTwoLevel>(x, out, mask, n, scale, block, s);
+  } else if (s.exponent_bits <= 7) {
+    fp_group<false, Flag, true, kTwoLevel>(x, out, mask, n, scale, block, s);
+  } else {
+    fp_group<false, Flag, false, kTwoLevel>(x, out, mask, n, scale, block, s);
+  }
 }
 
 template <bool kMulinv, bool kAway, typename Flag>
@@ -187,15 +234,14 @@ template <typename Flag>
 void quantize_group(const float* x, float* out, Flag* mask, int64_t n, const Spec& s, float amax, float low,
                     float high) {
   bool away = s.rounding == kNearestAway;
+  if (s.is_fp && s.fp_scale == kScaleE4m3) {
+    float encode, block;
+    two_level_block(amax, s, &encode, &block);
+    fp_group_rounded<Flag, true>(x, out, mask, n, encode, block, s);
+    return;
+  }
   if (s.is_fp) {
-    float scale = fp_scale(amax, s);
-    if (away) {
-      fp_group<true, Flag, false>(x, out, mask, n, scale, s);
-    } else if (s.exponent_bits <= 7) {
-      fp_group<false, Flag, true>(x, out, mask, n, scale, s);
-    } else {
-      fp_group<false, Flag, false>(x, out, mask, n, scale, s);
-    }
+    fp_group_rounded<Flag, false>(x, out, mask, n, fp_scale(amax, s), 0.0f, s);
     return;
   }
   float scale = std::max((s.symmetric ? amax : high - low) / s.divisor, FLT_MIN);
@@ -273,9 +319,23 @@ Flag* at_offset(Flag* mask, int64_t offset) {
 
 // Every group of the tensor, split over torch's threads: whole groups per thread, or (group_size 0) one range
 // merged from the threads' partial ranges, so the split changes no bit.
+// The finite values' absolute maximum over the whole tensor, merged from the threads' parts (order-free).
+float tensor_amax(const float* in, int64_t numel) {
+  float amax = 0.0f;
+  std::mutex merge;
+  at::parallel_for(0, numel, 1 << 16, [&](int64_t begin, int64_t end) {
+    float part = as_float(group_amax_bits(in + begin, end - begin));
+    std::lock_guard<std::mutex> lock(merge);
+    amax = part > amax ? part : amax;
+  });
+  return amax;
+}
+
 template <typename Flag>
 void quantize_tensor(const float* in, float* result, Flag* mask, int64_t numel, int64_t row_length,
-                     int64_t group_size, const Spec& s) {
+                     int64_t group_size, const Spec& spec) {
+  Spec s = spec;
+  if (s.is_fp && s.fp_scale == kScaleE4m3) set_two_level(s, tensor_amax(in, numel));
   if (group_size == 0) {
     float amax = 0.0f, low = 0.0f, high = 0.0f;
     std::mutex merge;

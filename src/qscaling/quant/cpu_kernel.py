@@ -26,7 +26,7 @@ SOURCE = Path(__file__).resolve().parents[1] / "kernels" / "fake_quant_cpu.cpp"
 _AVX512 = ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mprefer-vector-width=512"]
 _VECTOR_FLAGS = {"avx2": ["-mavx2"], "avx512": _AVX512}
 _ROUNDING = {"nearest-even": 0, "nearest-away": 1}
-_FP_SCALES = {"fp32": 0, "pow2": 1, "e8m0": 2}
+_FP_SCALES = {"fp32": 0, "pow2": 1, "e8m0": 2, "e4m3": 3}
 
 
 def supports(x: torch.Tensor, spec: QuantSpec) -> bool:

@@ -26,6 +26,7 @@ from pathlib import Path
 import torch
 
 from qscaling.quant.formats import FloatFormat
+from qscaling.quant.fp_rounding import E4M3, two_level_constants
 from qscaling.quant.int_format import code_range, scale_divisor
 from qscaling.quant.rounding import mix32, seed_key
 from qscaling.quant.spec import QuantSpec
@@ -127,6 +128,25 @@ def _fp_scale(amax: torch.Tensor, spec: QuantSpec, fmt: FloatFormat) -> torch.Te
     return torch.where(amax > 0, scale, 1.0)
 
 
+def _e4m3_nearest_even(value: torch.Tensor) -> torch.Tensor:
+    """Non-negative float32 values <= 448 rounded to E4M3, ties to even, subnormals included: value / ulp is exact
+    (ulp a power of two from the exponent field), and so are its rounding and the product."""
+    binade = (value.view(torch.int32) & _EXPONENT_MASK).view(torch.float32)
+    ulp = torch.clamp(binade, min=2.0**E4M3.min_normal_exponent) * 2.0**-E4M3.mantissa_bits
+    return torch.round(value / ulp) * ulp
+
+
+def _two_level_scales(amax: torch.Tensor, fmt: FloatFormat) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """fp_rounding.two_level_scales for the groups' amaxes [n, 1], the tensor's amax their maximum."""
+    largest, inverse_max = two_level_constants(fmt)
+    tensor_amax = amax.amax()
+    global_encode = torch.clamp(torch.full_like(tensor_amax, largest) / tensor_amax, max=FLOAT32_MAX)
+    global_decode = torch.reciprocal(global_encode)
+    block_scale = _e4m3_nearest_even(torch.clamp(amax * (global_encode * inverse_max), max=E4M3.max_value))
+    encode = torch.clamp(torch.reciprocal(block_scale * global_decode), max=FLOAT32_MAX)
+    return encode, block_scale, tensor_amax / largest
+
+
 def _exact_float_arithmetic() -> bool:
     """Inductor's defaults: no FMA contraction, no reassociation — what the Veltkamp split relies on."""
     import torch._inductor.config  # imports triton: only once a compilation is due anyway
@@ -151,15 +171,23 @@ def _round_nearest_even_split(magnitude: torch.Tensor, fmt: FloatFormat) -> torc
     return torch.where(capped < 2.0**fmt.min_normal_exponent, subnormal, normal)
 
 
+def _dequantized(quantized, scale, block_scale, tensor_scale) -> torch.Tensor:
+    """q / S, or (q·block_scale)·tensor_scale under two-level scales (fp_rounding.two_level_scales)."""
+    return quantized / scale if block_scale is None else (quantized * block_scale) * tensor_scale
+
+
 def _fp_rows(groups: torch.Tensor, spec: QuantSpec, fmt: FloatFormat, exact_arithmetic: bool) -> torch.Tensor:
     amax = torch.where(groups.abs() <= FLOAT32_MAX, groups.abs(), 0.0).amax(dim=-1, keepdim=True)
-    scale = _fp_scale(amax, spec, fmt)
+    if spec.fp_scale == "e4m3":
+        scale, block_scale, tensor_scale = _two_level_scales(amax, fmt)
+    else:
+        scale, block_scale, tensor_scale = _fp_scale(amax, spec, fmt), None, None
     scaled = groups * scale
     overflow_value = float("inf") if spec.overflow == "inf" else fmt.max_value
     if spec.rounding == "nearest-even" and fmt.exponent_bits <= 7 and exact_arithmetic:
         rounded = _round_nearest_even_split(scaled.abs(), fmt)
         rounded = torch.where(rounded > fmt.max_value, overflow_value, rounded)
-        return torch.copysign(rounded, scaled) / scale
+        return _dequantized(torch.copysign(rounded, scaled), scale, block_scale, tensor_scale)
     # Inf becomes float32's max, which rounds above the format's max and so overflows like Inf; NaN stays.
     magnitude = torch.clamp(scaled.abs(), max=FLOAT32_MAX)
     binade = (magnitude.view(torch.int32) & _EXPONENT_MASK).view(torch.float32)
@@ -174,7 +202,7 @@ def _fp_rows(groups: torch.Tensor, spec: QuantSpec, fmt: FloatFormat, exact_arit
         steps = floor + (_uniform(groups, spec.seed) < steps - floor).to(torch.float32)
     rounded = steps * ulp
     rounded = torch.where(rounded > fmt.max_value, overflow_value, rounded)
-    return torch.copysign(rounded, scaled) / scale
+    return _dequantized(torch.copysign(rounded, scaled), scale, block_scale, tensor_scale)
 
 
 # The names torch gives its CPU code paths (ATEN_CPU_CAPABILITY): one Inductor cache folder each.

@@ -7,7 +7,7 @@ an ulp is exact, so rounding happens only where the code says ``round``.
 
 import torch
 
-from qscaling.quant.formats import FLOAT32_MAX, OVERFLOW_MODES, ROUNDING_MODES, FloatFormat
+from qscaling.quant.formats import FLOAT32_MAX, OVERFLOW_MODES, ROUNDING_MODES, FloatFormat, fp_format
 from qscaling.quant.rounding import round_magnitude
 
 
@@ -80,3 +80,38 @@ def block_scale(amax: torch.Tensor, fmt: FloatFormat, kind: str = "fp32") -> tor
             quotient = _power_of_two(scale_exponent).to(torch.float32)
         scale = quotient
     return torch.where(amax > 0, scale, torch.ones_like(scale))
+
+
+E4M3 = fp_format(4, 3)  # NVFP4's block-scale format (OCP E4M3: max 448, subnormals down to 2^-9)
+
+
+def two_level_constants(fmt: FloatFormat) -> tuple[float, float]:
+    """(FP_max·448, float32(1/FP_max)) of two-level scaling, both exact float32 values: every path multiplies by
+    the float32 reciprocal, as TransformerEngine does, not by 1/FP_max rounded once from double."""
+    return fmt.max_value * E4M3.max_value, float(torch.reciprocal(torch.tensor(fmt.max_value, dtype=torch.float32)))
+
+
+def two_level_scales(
+    block_amax: torch.Tensor, tensor_amax: torch.Tensor, fmt: FloatFormat
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Reference: NVIDIA's two-level scales (NVFP4 for E2M1), as (encode, block_scale, tensor_scale).
+
+    A value x of a block is rounded as x·encode and dequantized as (q·block_scale)·tensor_scale, where
+    block_scale ≈ block_amax / FP_max / tensor_scale is rounded to E4M3 and tensor_scale = tensor_amax /
+    (FP_max·448) lets the largest block's scale reach E4M3's 448. The float32 operations and their order are those
+    of TransformerEngine's NVFP4 reference quantizer (NVIDIA/TransformerEngine,
+    transformer_engine/pytorch/custom_recipes/quantization_ref_nvfp4.py, `_quantize_blockwise_reference`): global
+    encode G = min((FP_max·448) / tensor_amax, float32 max), its inverse 1/G, block scale E4M3(min(block_amax ·
+    (G·(1/FP_max)), 448)) rounded to nearest even with subnormals and no lower clamp (torchao's nvfp4_tensor.py
+    clamps it to E4M3's smallest normal instead), encode = min(1/(block_scale·(1/G)), float32 max); the
+    dequantizing tensor scale tensor_amax / (FP_max·448) is the factor its GEMM applies. A block (or tensor) whose
+    amax is 0 gets block scale 0 and encode float32 max, so its values stay zeros. Amaxes are float32, finite, >= 0;
+    `tensor_amax` broadcasts against `block_amax`.
+    """
+    largest, inverse_max = two_level_constants(fmt)
+    global_encode = torch.clamp(torch.full_like(tensor_amax, largest) / tensor_amax, max=FLOAT32_MAX)
+    global_decode = torch.reciprocal(global_encode)
+    scaled = torch.clamp(block_amax * (global_encode * inverse_max), max=E4M3.max_value)
+    block_scale = round_to_format(scaled, E4M3)
+    encode = torch.clamp(torch.reciprocal(block_scale * global_decode), max=FLOAT32_MAX)
+    return encode, block_scale, tensor_amax / largest

@@ -102,8 +102,12 @@ class _ColumnGrid:
         self.permutation = None  # act-order's column order, once set
         self.current = None if self.group is not None else choose_qparams(W, spec)
         self.static = None
+        # Two-level (e4m3) scales keep one per-tensor scale, from the whole original weight.
+        self.whole = W.clone() if spec.fp_scale == "e4m3" else None
         if static_groups and self.group is not None:
-            self.static = [choose_qparams(W[:, g : g + self.group], spec) for g in range(0, W.shape[1], self.group)]
+            self.static = [
+                choose_qparams(W[:, g : g + self.group], spec, self.whole) for g in range(0, W.shape[1], self.group)
+            ]
 
     def qparams(self, W: torch.Tensor, column: int):
         """The qparams of `column` of W (in act-order's order where set), W as of the current lazy batch's start."""
@@ -115,7 +119,7 @@ class _ColumnGrid:
         if column % self.group == 0:
             # As the reference's `find_params(W[:, i:i+groupsize])`: W as of this lazy batch's start (updates inside
             # the batch live in its own copy). Same thing when groups align with batches.
-            self.current = choose_qparams(W[:, column : column + self.group], self.spec)
+            self.current = choose_qparams(W[:, column : column + self.group], self.spec, self.whole)
         return self.current
 
 

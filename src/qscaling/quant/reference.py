@@ -32,11 +32,15 @@ class QuantParams:
     n_groups = ceil(K / G) for ``group``, 1 for ``channel``/``token``; for ``tensor`` and ``unscaled`` every
     dim is 1. INT: ``scale`` is the step (x ≈ (q - zero_point)·scale) and ``zero_point`` an integer-valued
     float32 (0 when symmetric). FP: ``scale`` is the multiplier S applied before rounding (x ≈ q / S) and
-    ``zero_point`` is None.
+    ``zero_point`` is None. FP with ``e4m3`` scales (NVFP4's two levels, fp_rounding.two_level_scales): ``scale``
+    is the encoding multiplier, and x ≈ (q·block_scale)·tensor_scale with ``block_scale`` (E4M3 values, shaped as
+    ``scale``) and ``tensor_scale`` (every dim 1).
     """
 
     scale: torch.Tensor
     zero_point: torch.Tensor | None
+    block_scale: torch.Tensor | None = None
+    tensor_scale: torch.Tensor | None = None
 
 
 def group_size_along_rows(spec: QuantSpec, last_dim: int) -> int | None:
@@ -68,8 +72,10 @@ def _finite_or_zero(x: torch.Tensor) -> torch.Tensor:
     return torch.where(torch.isfinite(x), x, torch.zeros_like(x))
 
 
-def choose_qparams(x: torch.Tensor, spec: QuantSpec | str) -> QuantParams:
-    """Scales (and zero points) for x [..., K] under spec; shapes in QuantParams."""
+def choose_qparams(x: torch.Tensor, spec: QuantSpec | str, whole: torch.Tensor | None = None) -> QuantParams:
+    """Scales (and zero points) for x [..., K] under spec; shapes in QuantParams. For e4m3 scales, the per-tensor
+    scale comes from `whole` where given, the tensor x is a slice of (GPTQ chooses each group's scale on its slice of
+    the weight), else from x."""
     spec = parse_spec(spec)
     x = x.detach().to(torch.float32)
     group_size = group_size_along_rows(spec, x.shape[-1])
@@ -82,6 +88,11 @@ def choose_qparams(x: torch.Tensor, spec: QuantSpec | str) -> QuantParams:
     finite = _finite_or_zero(grouped)
     if spec.kind == "fp":
         amax = finite.abs().amax(dim=-1)
+        if spec.fp_scale == "e4m3":
+            tensor_amax = finite if whole is None else _finite_or_zero(whole.detach().to(torch.float32))
+            tensor_amax = tensor_amax.abs().amax().reshape((1,) * amax.dim())
+            encode, block, tensor = fp_rounding.two_level_scales(amax, tensor_amax, spec.float_format)
+            return QuantParams(scale=encode, zero_point=None, block_scale=block, tensor_scale=tensor)
         return QuantParams(scale=fp_rounding.block_scale(amax, spec.float_format, spec.fp_scale), zero_point=None)
     if spec.int_scale == "absmean":
         counts = torch.full(grouped.shape[:-1], grouped.shape[-1], dtype=torch.float64, device=x.device)
@@ -106,15 +117,17 @@ def fake_quantize_with(x: torch.Tensor, params: QuantParams, spec: QuantSpec | s
     x32 = x.to(torch.float32)
     uniform = uniform_like(x32, spec.seed) if spec.rounding == "stochastic" else None
     group_size = group_size_along_rows(spec, x.shape[-1])
-    scale, zero_point = params.scale, params.zero_point
+    scale, zero_point, block_scale = params.scale, params.zero_point, params.block_scale
     if group_size is not None and spec.granularity == "group":
         x32 = to_groups(x32, group_size)
         uniform = to_groups(uniform, group_size) if uniform is not None else None
         scale = scale.unsqueeze(-1)
         zero_point = zero_point.unsqueeze(-1) if zero_point is not None else None
+        block_scale = block_scale.unsqueeze(-1) if block_scale is not None else None
     if spec.kind == "fp":
         rounded = fp_rounding.round_to_format(x32 * scale, spec.float_format, spec.rounding, spec.overflow, uniform)
-        out = rounded / scale
+        # q·block_scale is exact (a few significant bits each): the one rounding is the tensor scale's.
+        out = rounded / scale if block_scale is None else (rounded * block_scale) * params.tensor_scale
     else:
         out = int_format.fake_quantize_int(
             x32, scale, zero_point, spec.bits, spec.symmetric, spec.division, spec.rounding, uniform, spec.narrow

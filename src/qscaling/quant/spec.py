@@ -17,7 +17,9 @@ INT options    ``sym`` (default, absmax) | ``asym`` (min/max with a zero point);
                b1.58's ternary {-1, 0, 1}·γ; the default full range adds the code -2^(b-1));
                ``div`` (default: x/s) | ``mulinv`` (x·(1/s), as torch.fake_quantize_* compute it)
 FP options     ``fp32`` (default: scale FP_max/amax in float32, Sun et al. §2) | ``pow2`` (the largest
-               power of two <= that) | ``e8m0`` (OCP MX shared exponent: 2^(floor(log2 amax) - e_max));
+               power of two <= that) | ``e8m0`` (OCP MX shared exponent: 2^(floor(log2 amax) - e_max)) |
+               ``e4m3`` (NVIDIA's two-level scaling: an E4M3 scale per group times one float32 scale per
+               tensor, so ``fp:e2m1:b16:e4m3`` is NVFP4; saturating only);
                ``ocp`` (default) | ``ieee`` | ``unreserved`` — the top exponent code (see fp_format);
                ``saturate`` (default) | ``inf`` — overflow, Inf only for formats that have it
 Both           ``nearest-even`` (default) | ``nearest-away`` | ``stochastic``, and ``seed=<n>`` (default 0,
@@ -28,12 +30,13 @@ import functools
 import re
 from dataclasses import dataclass
 
-from qscaling.quant.formats import OVERFLOW_MODES, ROUNDING_MODES, TOP_CODES, FloatFormat, fp_format
+from qscaling.quant.formats import FLOAT32_MAX, OVERFLOW_MODES, ROUNDING_MODES, TOP_CODES, FloatFormat, fp_format
 
 GRANULARITIES = ("tensor", "channel", "token", "group", "unscaled")
 INT_SCALES = ("absmax", "gptq", "absmean")
 DIVISIONS = ("div", "mulinv")
-FP_SCALES = ("fp32", "pow2", "e8m0")
+FP_SCALES = ("fp32", "pow2", "e8m0", "e4m3")
+E4M3_MAX = 448.0  # the largest block scale of two-level (e4m3) scaling
 
 # Bare option tokens -> (field, value). Every token belongs to exactly one field.
 _INT_TOKENS = {
@@ -157,10 +160,14 @@ def _validate(spec: QuantSpec, text: str) -> None:
         _fail(text, f"overflow must be one of {', '.join(OVERFLOW_MODES)}, got {spec.overflow!r}")
     if spec.granularity == "unscaled" and spec.fp_scale != "fp32":
         _fail(text, f"fp scale {spec.fp_scale!r} needs a scaled granularity, not 'unscaled'")
+    if spec.fp_scale == "e4m3" and spec.overflow == "inf":
+        _fail(text, "e4m3 scales saturate (NVIDIA's NVFP4 clamps to the format's max); drop 'inf'")
     try:
         fmt = fp_format(spec.exponent_bits, spec.mantissa_bits, spec.top_code)
     except ValueError as error:
         _fail(text, str(error))
+    if spec.fp_scale == "e4m3" and fmt.max_value * E4M3_MAX > FLOAT32_MAX:
+        _fail(text, f"e4m3 scales need the format's max times 448 within float32; {fmt.name} reaches {fmt.max_value:g}")
     if spec.overflow == "inf" and not fmt.has_inf:
         _fail(text, f"overflow 'inf' needs a format with Inf codes; {fmt.name} under {spec.top_code!r} has none")
 
