@@ -152,6 +152,69 @@ def overlapping_texts(fig, renderer) -> list[str]:
     ]
 
 
+def axes_texts(ax, number) -> list[tuple[str, object]]:
+    """(description, Text) for the title, axis labels and tick labels an axes draws around itself."""
+    texts = [(f"axes {number} title", text) for text in (ax.title, ax._left_title, ax._right_title)]
+    for axis in shown_axes(ax):
+        texts += [(f"axes {number} {axis.axis_name} label", axis.label)]
+        texts += [(f"axes {number} {axis.axis_name} tick label", t) for t in tick_labels(axis)]
+    return [(name, t) for name, t in texts if t.get_visible() and t.get_text().strip()]
+
+
+def box_corners(box) -> np.ndarray:
+    return np.array([[box.x0, box.y0], [box.x1, box.y0], [box.x1, box.y1], [box.x0, box.y1]])
+
+
+def texts_over_other_axes(fig, renderer) -> list[str]:
+    """A panel's title, axis label or tick label drawn over a neighbouring panel's plotting area (an inset, whose
+    area lies inside another's, is no neighbour)."""
+    problems = []
+    axes = drawn_axes(fig)
+    for number, ax in enumerate(axes):
+        texts = [(name, t, text_corners(t, renderer)) for name, t in axes_texts(ax, number)]
+        for other_number, other in enumerate(axes):
+            if other is ax or ax.bbox.overlaps(other.bbox):
+                continue
+            area = box_corners(other.bbox)
+            problems += [
+                f"{name} {text.get_text()!r} lies {depth:.1f} px over axes {other_number}"
+                for name, text, corners in texts
+                if (depth := overlap(corners, area)) > OVERLAP_PX
+            ]
+    return problems
+
+
+def handle_colour(handle) -> tuple | None:
+    """The colour a legend entry shows: a line's, else a patch's or collection's face (its edge where hollow)."""
+    if isinstance(handle, plt.Line2D):
+        return to_rgba(handle.get_color())
+    faces = handle.get_facecolor() if hasattr(handle, "get_facecolor") else []
+    faces = [faces] if np.ndim(faces) == 1 else list(faces)
+    if len(faces) and to_rgba(faces[0])[3] > 0:
+        return to_rgba(faces[0])
+    edges = handle.get_edgecolor() if hasattr(handle, "get_edgecolor") else []
+    edges = [edges] if np.ndim(edges) == 1 else list(edges)
+    return to_rgba(edges[0]) if len(edges) else None
+
+
+def series_recoloured(fig) -> list[str]:
+    """A legend label (a size, a bit width) shown in one colour in one panel and another in the next."""
+    colours = {}
+    for number, ax in enumerate(drawn_axes(fig)):
+        legend = ax.get_legend()
+        if legend is None:
+            continue
+        for text, handle in zip(legend.get_texts(), legend.legend_handles):
+            colour = handle_colour(handle) if handle is not None else None
+            if colour is not None:
+                colours.setdefault(text.get_text(), {}).setdefault(tuple(np.round(colour[:3], 3)), []).append(number)
+    return [
+        f"{label!r} changes colour between panels: " + "; ".join(f"{c} in axes {a}" for c, a in shown.items())
+        for label, shown in colours.items()
+        if len(shown) > 1
+    ]
+
+
 def unlabelled_log_axes(fig) -> list[str]:
     """Log axes with fewer than 2 labelled ticks in view; axes whose labels are hidden on purpose (a shared
     axis labelled on its neighbour) are left out."""
@@ -267,6 +330,8 @@ def raw_column_legends(fig) -> list[str]:
 
 CHECKS = {
     "overlapping texts": lambda fig, renderer: overlapping_texts(fig, renderer),
+    "texts over another panel": texts_over_other_axes,
+    "a series changes colour between panels": lambda fig, renderer: series_recoloured(fig),
     "raw column names in legends": lambda fig, renderer: raw_column_legends(fig),
     "log axes without two labels": lambda fig, renderer: unlabelled_log_axes(fig),
     "legends over data": legends_over_data,

@@ -55,10 +55,11 @@ FOOTER_GID = "qscaling-footer"
 MIN_SERIES_CONTRAST = 1.5
 
 
-def add_footer(fig, text: str) -> None:
+def add_footer(fig, text: str, color="0.35") -> None:
     """A small note under the axes: which constants, data or scale produced the figure. `tidy_figure` puts it
-    below the lowest tick label, axis label or legend, wrapped to the figure's width."""
-    fig.text(0.01, 0, text, fontsize=6, color="0.35", ha="left", va="top", wrap=True, gid=FOOTER_GID)
+    below the lowest tick label, axis label or legend (several footers stack in the order added), wrapped to the
+    figure's width."""
+    fig.text(0.01, 0, text, fontsize=6, color=color, ha="left", va="top", wrap=True, gid=FOOTER_GID)
 
 
 def no_points(ax, text: str) -> None:
@@ -172,9 +173,32 @@ def _move_legends_off_data(fig, renderer) -> None:
         legend.set_loc("upper left")
 
 
+def _reaches_into_a_neighbour(ax, axes, renderer) -> bool:
+    """Whether the axes' title, axis labels or tick labels lie over another panel's plotting area (more than a
+    pixel); an inset, inside another axes' area, is no neighbour."""
+    parts = [ax.title, ax.xaxis, ax.yaxis]
+    boxes = [box for part in parts if part.get_visible() and (box := part.get_tightbbox(renderer)) is not None]
+    neighbours = [other.bbox for other in axes if other is not ax and not ax.bbox.overlaps(other.bbox)]
+    return any(
+        min(box.x1, other.x1) - max(box.x0, other.x0) > 1 and min(box.y1, other.y1) - max(box.y0, other.y0) > 1
+        for box in boxes
+        for other in neighbours
+    )
+
+
+def _spread_panels(fig, renderer) -> None:
+    """Panels spaced apart (tight_layout) where one's labels reach into a neighbour: a y label beside the panel to
+    its left, tick labels wider than the gap."""
+    axes = [ax for ax in fig.axes if ax.get_visible()]
+    if any(_reaches_into_a_neighbour(ax, axes, renderer) for ax in axes):
+        fig.tight_layout()
+        fig.draw_without_rendering()
+
+
 def _place_footers(fig, renderer) -> None:
     """Footers go under everything else the figure draws (rotated tick labels, x labels, legends below the
-    axes), left-aligned with it: saving with bbox_inches="tight" then grows the canvas to include them."""
+    axes), left-aligned with it, each under the one before: saving with bbox_inches="tight" then grows the canvas
+    to include them."""
     footers = [text for text in fig.texts if text.get_gid() == FOOTER_GID]
     for footer in footers:
         footer.set_in_layout(False)
@@ -182,6 +206,10 @@ def _place_footers(fig, renderer) -> None:
         content = fig.get_tightbbox(renderer)  # inches
         gap = 4 / 72
         footer.set_position((content.x0 / fig.get_figwidth(), (content.y0 - gap) / fig.get_figheight()))
+        # Matplotlib wraps a text only while drawing it, so its measured box is one line per paragraph: the lines
+        # it will break into are written out here, so that the next footer is placed under all of them.
+        footer.set_text(footer._get_wrapped_text())
+        footer.set_wrap(False)
         footer.set_in_layout(True)
 
 
@@ -207,13 +235,14 @@ def _name_legend_columns(fig) -> None:
 
 
 def tidy_figure(fig) -> None:
-    """The layout steps `save_figure` takes before writing: legend titles in words, log-axis labels, legends off
-    the data, footers under everything. Positions are measured on a draw, so they follow the fonts and sizes
-    actually used."""
+    """The layout steps `save_figure` takes before writing: legend titles in words, log-axis labels, panels apart
+    where labels reach into a neighbour, legends off the data, footers under everything. Positions are measured on
+    a draw, so they follow the fonts and sizes actually used."""
     _name_legend_columns(fig)
     _tidy_log_axes(fig)
     renderer = fig.canvas.get_renderer()
     fig.draw_without_rendering()
+    _spread_panels(fig, renderer)
     _move_legends_off_data(fig, renderer)
     _place_footers(fig, renderer)
 

@@ -3,9 +3,13 @@ one row per variant, checkpoint and method), the per-block proxies (`tables["pro
 (`tables["values"]`).
 
 "% change" is the paper's headline: the mean over tasks of the relative accuracy change after quantization; error
-bars are 95 % intervals of the paired per-item (accuracy) or per-window (loss) differences — evaluation noise only,
-one training seed per recipe.
+bars are 95 % intervals of the paired per-item (accuracy) or per-window (loss) differences, evaluation noise; the
+pale bars beside them are the seed band, ± 2 σ_seed over the final recipe's extra seeds, because every ablation
+level is a run of its own.
 """
+
+import math
+from fractions import Fraction
 
 import numpy as np
 import pandas as pd
@@ -13,6 +17,7 @@ import seaborn as sns
 from matplotlib.ticker import MaxNLocator
 
 from qscaling.figures import add_footer, figure, new_figure
+from qscaling.figures.caveats import SEED_BAND_LABEL, seed_band
 
 PAPER = "ahmadian2023"
 
@@ -66,6 +71,34 @@ def _footer(fig, table: pd.DataFrame, extra: str = "") -> None:
     add_footer(fig, f"This run, one seed per recipe{emulated}. {extra}".strip())
 
 
+def seed_sd(table: pd.DataFrame, column: str, method: str = "w8a8") -> float:
+    """σ_seed of `column` under `method`: its SD over the final recipe's runs at the size the extra seeds repeat —
+    the runs the claims' seed noise (`claims.seed_noise`) spreads W8A8 δ over. NaN with fewer than two."""
+    final = table[table["final"] & (table["method"] == method)]
+    seeds = final[final["factor"] == "seed"]
+    runs = pd.concat([seeds, final[(final["factor"] == "recipe") & final["size"].isin(seeds["size"])]])
+    values = runs.drop_duplicates("run")[column].to_numpy(float)
+    return float(np.std(values, ddof=1)) if len(values) >= 2 else math.nan
+
+
+SEED_SOURCE = "the SD over the final recipe's seeds"
+TASK_COLUMNS = ("acc_lastword", "acc_continuation", "acc_cloze")
+
+
+def items_per_task(rows: pd.DataFrame) -> int:
+    """How many items each task scored: the common denominator of every task accuracy (a count of right answers
+    over the items), which the table keeps instead of the count itself."""
+    values = rows[[c for c in TASK_COLUMNS if c in rows]].to_numpy(float).ravel()
+    return math.lcm(*(Fraction(v).limit_denominator(100_000).denominator for v in values if np.isfinite(v)))
+
+
+def accuracy_se(rows: pd.DataFrame, items: int) -> np.ndarray:
+    """Binomial standard error of each row's mean task accuracy: √(Σ_t p_t(1 − p_t) / n) / T over its T tasks of
+    n items."""
+    tasks = rows[[c for c in TASK_COLUMNS if c in rows]].to_numpy(float)
+    return np.sqrt((tasks * (1 - tasks)).sum(axis=1) / items) / tasks.shape[1]
+
+
 def _not_measured(what: str):
     """A figure saying what this scale does not measure (released checkpoints have no training ablations)."""
     fig, axes = new_figure()
@@ -74,16 +107,27 @@ def _not_measured(what: str):
     return fig
 
 
+def _seed_note(table, columns=(("% change", "pct_change"), ("loss δ", "delta"))) -> str:
+    """The footer's account of the error bars and of the seed band, in the units of each panel (`columns`: (name,
+    column) of what the panels plot)."""
+    spreads = [f"{seed_sd(table, column):.2g} of {name}" for name, column in columns]
+    if not all(np.isfinite(seed_sd(table, column)) for _, column in columns):
+        return "Error bars: 95 % evaluation intervals; one seed per recipe: no seed band."
+    return f"Error bars: 95 % evaluation intervals; pale bars: {SEED_BAND_LABEL}, σ_seed {', '.join(spreads)} ({SEED_SOURCE})."
+
+
 def _final(table, method=None, factors=FACTORS):
     rows = table[table["final"] & table["factor"].isin(factors)]
     return rows if method is None else rows[rows["method"] == method]
 
 
-def _bars(ax, rows, value, se, paper=None):
-    """Bars per level (hue: group) with 95 % error bars, the paper's values as black diamonds."""
+def _bars(ax, rows, value, se, sd, paper=None):
+    """Bars per level (hue: group) with 95 % error bars and the seed band (`sd`: σ_seed of `value`), the paper's
+    values as black diamonds."""
     labels = [f"{r.level}{' · ' + r.group if r.group else ''}" for r in rows.itertuples()]
     x = np.arange(len(rows))
     ax.bar(x, rows[value], yerr=1.96 * rows[se].fillna(0), color=sns.color_palette()[0], capsize=2, label="this run")
+    seed_band(ax, x, rows[value], sd, sns.color_palette()[0])
     if paper is not None:
         ax.scatter(
             x,
@@ -101,15 +145,59 @@ def _bars(ax, rows, value, se, paper=None):
 STUDY_TABLES = {"evals": "ahmadian2023", "proxies": "ahmadian2023/proxies", "values": "ahmadian2023/values"}
 
 
+# What Fig. 1 compares: this run's recipe against one prone to outliers, or at paper scale the released OPT models.
+RECIPE_NAMES = {"recipe": "final recipe", "outlier_prone": "outlier-prone (OPT's stand-in)", "released": "OPT"}
+
+
+def _recipes_panel(ax, rows, evals, column, yerr):
+    """`column` against N per recipe and method (solid unquantized, dashed W8A8) with its 95 % error bars (`yerr`
+    per row) and seed band."""
+    colours = dict(zip(RECIPE_NAMES, sns.color_palette()))
+    for (factor, method), group in rows.groupby(["factor", "method"], sort=False):
+        chosen = group.sort_values("N")
+        ax.errorbar(chosen["N"], chosen[column], yerr=yerr.loc[chosen.index], fmt="o-" if method == "none" else "x--",
+                    ms=4, capsize=0, color=colours[factor], label=f"{RECIPE_NAMES[factor]}, {METHOD_LABELS[method]}")  # fmt: skip
+    for (factor, method), group in rows.groupby(["factor", "method"], sort=False):
+        seed_band(ax, group["N"], group[column], seed_sd(evals, column, method), colours[factor])
+    ax.set(xscale="log", xlabel="non-embedding parameters N")
+    ax.legend(fontsize=6)
+
+
+def _paper_panel(ax):
+    """Table 4's W8A8 change of the 8-task mean accuracy, per size of the paper's recipe."""
+    changes = [100 * (w8a8 / base - 1) for base, w8a8, _ in PAPER_TABLE4.values()]
+    ax.bar(range(len(changes)), changes, color="0.35", label="paper, Table 4")
+    ax.set_xticks(range(len(changes)), list(PAPER_TABLE4))
+    ax.axhline(0, color="0.3", lw=0.8)
+    ax.set(xlabel="model size (their recipe)", ylabel="% change of mean accuracy", title="paper: W8A8, Table 4")
+
+
 @figure(tables=STUDY_TABLES)
 def fig1(tables, fits):
-    """Mean task accuracy vs size: unquantized vs W8A8, our recipe vs the outlier-prone recipe (or OPT)."""
-    rows = _final(tables["evals"], factors=["recipe", "outlier_prone", "released"])
-    rows = rows[rows["method"].isin(["none", "w8a8"])].assign(method=lambda f: f["method"].map(METHOD_LABELS))
-    fig, axes = new_figure(width=4.5)
-    sns.lineplot(rows, x="N", y="mean_acc", hue="factor", style="method", markers=True, ax=axes[0][0])
-    axes[0][0].set(xscale="log", xlabel="non-embedding parameters N", ylabel="mean accuracy (3 tasks)")
-    _footer(fig, rows, "Tasks built from held-out text, scored by lm-evaluation-harness.")
+    """Mean task accuracy against size, unquantized and W8A8, and the % change W8A8 makes: this run's recipe beside
+    the outlier-prone one standing in for OPT (the released OPT models at paper scale), and the paper's Table 4."""
+    evals = tables["evals"]
+    rows = _final(evals, factors=list(RECIPE_NAMES))
+    rows = rows[rows["method"].isin(["none", "w8a8"])]
+    fig, axes = new_figure(3, 1, width=3.6, height=3.2)
+    accuracy, change, paper = axes[0]
+    items = items_per_task(rows)
+    _recipes_panel(accuracy, rows, evals, "mean_acc", pd.Series(1.96 * accuracy_se(rows, items), rows.index))
+    accuracy.set(ylabel=f"mean accuracy ({len(TASK_COLUMNS)} tasks)", title="accuracy")
+    quantized = rows[rows["method"] == "w8a8"]
+    _recipes_panel(change, quantized, evals, "pct_change", 1.96 * quantized["pct_change_se"].fillna(0))
+    change.axhline(0, color="0.3", lw=0.8)
+    change.set(ylabel="% change after W8A8", title="this run: W8A8")
+    _paper_panel(paper)
+    columns = (("mean accuracy", "mean_acc"), ("% change", "pct_change"))
+    _footer(
+        fig,
+        rows,
+        f"Tasks built from held-out text, {items} items each, scored by lm-evaluation-harness; accuracy: binomial "
+        f"errors over the items, % change: paired per item. {_seed_note(evals, columns)}\nThe paper's Fig. 1 sets its "
+        "recipe against OPT, whose W8A8 accuracy drops beyond 6B; it prints no OPT numbers, so the outlier-prone "
+        "recipe (low weight decay, no clipping, fp16) stands in for OPT here.",
+    )
     return fig
 
 
@@ -123,12 +211,12 @@ def fig2(tables, fits):
     fig, axes = new_figure(len(factors), 2, width=3.0, height=2.6)
     for column, factor in enumerate(factors):
         subset = rows[rows["factor"] == factor]
-        _bars(axes[0][column], subset, "pct_change", "pct_change_se", paper=True)
-        _bars(axes[1][column], subset, "delta", "delta_se")
+        _bars(axes[0][column], subset, "pct_change", "pct_change_se", seed_sd(tables["evals"], "pct_change"), True)
+        _bars(axes[1][column], subset, "delta", "delta_se", seed_sd(tables["evals"], "delta"))
         axes[0][column].set(title=FACTOR_TITLES[factor], ylabel="% change (W8A8)" if column == 0 else "")
         axes[1][column].set(ylabel="loss δ W8A8 (nats)" if column == 0 else "")
     axes[0][0].legend(fontsize=6)
-    _footer(fig, rows)
+    _footer(fig, rows, _seed_note(tables["evals"]))
     return fig
 
 
@@ -140,8 +228,8 @@ def fig3(tables, fits):
     if final.empty:
         return _not_measured("bf16 vs fp16 training")
     fig, axes = new_figure(3, 1, width=3.0, height=2.8)
-    _bars(axes[0][0], final, "pct_change", "pct_change_se", paper=True)
-    _bars(axes[0][1], final, "delta", "delta_se")
+    _bars(axes[0][0], final, "pct_change", "pct_change_se", seed_sd(evals, "pct_change"), paper=True)
+    _bars(axes[0][1], final, "delta", "delta_se", seed_sd(evals, "delta"))
     axes[0][0].set(ylabel="% change (W8A8)")
     axes[0][0].legend(fontsize=6)
     axes[0][1].set(ylabel="loss δ W8A8 (nats)")
@@ -155,7 +243,7 @@ def fig3(tables, fits):
         ax=axes[0][2],
     )
     axes[0][2].set(xlabel="training tokens", ylabel="loss δ W8A8 (nats)", title="over training")
-    _footer(fig, tracked)
+    _footer(fig, tracked, _seed_note(evals))
     return fig
 
 

@@ -20,7 +20,7 @@ grid only: INT4, absmax, the recipe's LR (`main_grid`).
 
 Modules: `settings` (the config block), `grid` (torch-free: checks, runs, scoring, jobs), `score` (job time: a
 checkpoint as trained and its Linear-input statistics), `analysis` (the table, fits and fit tables), `claims`,
-`figures`.
+`law_figures` (drawn from the paper's constants) and `figures` (this run's).
 """
 
 from qscaling.studies.chen2025 import analysis, claims, grid
@@ -40,6 +40,6 @@ STUDY = Study(
     fit_tables=analysis.fit_tables,
     fit_table_names=("decomposition", "ratio"),
     claims=claims.claims,
-    figures=("qscaling.studies.chen2025.figures",),
+    figures=("qscaling.studies.chen2025.law_figures", "qscaling.studies.chen2025.figures"),
     diverged_rule=analysis.DIVERGED_RULE,
 )

@@ -1,15 +1,16 @@
-"""Chen et al. 2025 figures. Law-only ones draw Table 1's W4A4 constants and, given `fits["qat"]` (a
-chen2025.qat fit), this run's fit as dashed contours. Study figures read the chen2025 table (`tables["evals"]`: δ
-per QAT point), its Linear-input statistics (`tables["activations"]`), the decomposition points and every fit."""
+"""Chen et al. 2025's figures from this run (the law-only ones: `law_figures`). They read the chen2025 table
+(`tables["evals"]`: δ per QAT point), its Linear-input statistics (`tables["activations"]`), the decomposition
+points, the ratio table (which carries σ_seed) and every fit."""
 
 import itertools
+import math
 
 import numpy as np
 import pandas as pd
 from matplotlib.ticker import MaxNLocator
 
 from qscaling.figures import add_footer, compact_number, figure, interval_text, new_figure, no_points, series_palette
-from qscaling.laws import LAWS, compare_sources
+from qscaling.figures.caveats import flag_bounds, mark_extrapolation, seed_band, seed_band_note
 from qscaling.laws import chen2025 as law
 from qscaling.studies.chen2025.analysis import (
     RATIO_VARIANTS,
@@ -21,47 +22,21 @@ from qscaling.studies.chen2025.analysis import (
 from qscaling.studies.chen2025.grid import ABSMAX, CHANNEL, FP, INT, PRECISIONS
 
 PAPER = "chen2025"
-
-
-def _contours(fits, quantity, levels, title, G):
-    fit = fits.get("qat")
-    sources = compare_sources(LAWS["chen2025.qat"], fit, variant="W4A4")
-    fig, axes = new_figure(width=5.0, height=4.0)
-    ax = axes[0][0]
-    N, D = np.meshgrid(np.logspace(7.5, 11, 120), np.logspace(9.5, 13.5, 120))
-    for label, params in sources:
-        style = {"linestyles": "-" if label == "paper" else "--", "colors": "k" if label == "paper" else "C3"}
-        if label == "paper":
-            ax.contourf(N, D, quantity(params, N, D, G), levels=levels, cmap="viridis", extend="both")
-        lines = ax.contour(N, D, quantity(params, N, D, G), levels=levels, linewidths=0.8, **style)
-        ax.clabel(lines, fontsize=6, fmt="%.3g")
-    ax.set(xscale="log", yscale="log", xlabel="parameters N", ylabel="training tokens D", title=title)
-    add_footer(fig, "Constants: Chen et al. 2025, Table 1 (W4A4)" + ("; red dashed: this run's fit" if fit else ""))
-    return fig
-
-
-@figure(fits="chen2025/qat", law_only=True)
-def fig1(tables, fits, G=128):
-    """W4A4 QAT error δ_p over (N, D): iso-error lines of slope γ_N/γ_D in log–log."""
-
-    def delta(params, N, D, G):
-        return law.qat_error(params, {"N": N, "D": D, "G": G})
-
-    levels = [0.01, 0.02, 0.03, 0.05, 0.08, 0.12, 0.2]
-    return _contours(fits, delta, levels, f"W4A4 QAT error δ_p, G = {G}", G)
-
-
-@figure(fits="chen2025/qat", law_only=True)
-def fig16(tables, fits, G=128):
-    """Effective-parameter multiplier N_eff/N of W4A4 QAT over (N, D)."""
-    levels = [0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9]
-    return _contours(
-        fits, law.effective_parameter_multiplier, levels, f"W4A4 effective-parameter multiplier, G = {G}", G
-    )
-
-
 STUDY_TABLES = {"evals": "chen2025"}
-NOISE_NOTE = "error bars: ± 2 s.e. of δ over held-out windows (between-run seed noise is larger: see claims)"
+# What the figures of δ read: each δ is a QAT model less a separately trained partner, so σ_seed belongs beside it.
+SEED_TABLES = {**STUDY_TABLES, "ratio": "chen2025/ratio"}
+
+
+def seed_sd(tables) -> float:
+    """σ_seed of δ as the claims measure it (`analysis.seed_sigma`: the SD of δ over the seed repeats), read from
+    the ratio table that carries it; NaN where it is missing."""
+    ratio = tables.get("ratio")
+    return float(ratio["sigma_seed"].iloc[0]) if ratio is not None and len(ratio) else math.nan
+
+
+def noise_note(tables) -> str:
+    source = "the SD of δ over the seed repeats, as in the claims"
+    return f"error bars: ± 2 s.e. of δ over held-out windows; {seed_band_note(seed_sd(tables), source)}"
 
 
 def _trained_rows(tables, precision):
@@ -136,17 +111,18 @@ def table1(tables, fits):
         "resampling runs.\nHeld at paper: the grid has one value of that exponent's input (N or G) for the "
         "precision, or no point with δ > 0 at another; at bound: the optimum lies outside the law's range.",
     )
+    flag_bounds(fig, {f"this run's {precision} fit": fits.get(fit_name(precision)) for precision in PRECISIONS})
     return fig
 
 
-@figure(tables=STUDY_TABLES, fits="chen2025/qat")
+@figure(tables=SEED_TABLES, fits="chen2025/qat")
 def fig4(tables, fits):
     """δ_W4A4 against N, D and G, each panel at the most common values of the other two, with this run's fit and
     the paper's exponents."""
     return _against_each_input(tables, fits, "W4A4")
 
 
-@figure(tables=STUDY_TABLES, fits="chen2025")
+@figure(tables=SEED_TABLES, fits="chen2025")
 def fig7(tables, fits):
     """δ_W4A16 (weights only) and δ_W16A4 (activations only) against N, D and G, with their fits."""
     return _against_each_input(tables, fits, "W4A16", "W16A4")
@@ -176,44 +152,55 @@ def fig5(tables, fits):
                title=precision.replace("_", " "), ylabel="fitted δ" if precision == present[0] else "")  # fmt: skip
         ax.legend(fontsize=6)
     add_footer(fig, "This run's QAT points with δ > 0 at the recipe seed (the fits' points); each precision's own fit.")
+    flag_bounds(fig, {f"this run's {precision} fit": fits[fit_name(precision)] for precision in present})
     return fig
+
+
+INPUT_LABELS = {"N": "N (non-embedding parameters)", "D": "D (training tokens)", "G": "G (group size)"}
+
+
+def _input_panel(ax, rows, fit, precision, variable, sd) -> None:
+    """δ of `precision` against one input at the most common values of the other two: the points with their
+    evaluation error and seed band, this run's fit (hatched beyond the inputs it saw) and the paper's slope."""
+    paper = law.QAT.paper_params[precision]
+    others = [name for name in ("N", "D", "G") if name != variable]
+    mode = rows.groupby(others).size().idxmax()
+    panel = rows.set_index(others).loc[[mode]].reset_index().sort_values(variable)
+    ax.errorbar(panel[variable], panel["delta"], yerr=2 * panel["delta_se"], fmt="o", color="C0", ms=4,
+                label="this run")  # fmt: skip
+    grid = np.geomspace(panel[variable].min() / 1.2, panel[variable].max() * 1.2, 40)
+    at = {**dict(zip(others, mode)), variable: grid}
+    points = pd.DataFrame({name: np.broadcast_to(np.asarray(value, float), grid.shape) for name, value in at.items()})
+    if fit is not None:
+        ax.plot(grid, fit.predict(points), "-", color="C0", lw=1, label="this run's fit")
+    slope = {"N": -paper["gamma_N"], "D": paper["gamma_D"]}.get(variable)
+    if slope is not None and len(panel):
+        anchor = float(panel["delta"].abs().median())
+        ax.plot(grid, anchor * (grid / np.median(panel[variable])) ** slope, ":", color="k", lw=1,
+                label=f"paper slope {slope:+.3g}")  # fmt: skip
+    fixed = ", ".join(f"{name} = {compact_number(value)}" for name, value in zip(others, mode))
+    ylabel = f"δ_{precision} (nats/token)" if variable == "N" else ""
+    ax.set(xscale="log", xlabel=INPUT_LABELS[variable], ylabel=ylabel, title=fixed)
+    seed_band(ax, panel[variable], panel["delta"], sd, "C0")
+    if fit is not None:
+        mark_extrapolation(ax, fit, variable, (grid[0], grid[-1]))
+    ax.ticklabel_format(axis="y", style="sci", scilimits=(-2, 2))
+    ax.legend(fontsize=6)
 
 
 def _against_each_input(tables, fits, *precisions):
     panels = [(precision, variable) for precision in precisions for variable in ("N", "D", "G")]
     fig, axes = new_figure(3, len(precisions), width=3.4, height=3.0)
-    labels = {"N": "N (non-embedding parameters)", "D": "D (training tokens)", "G": "G (group size)"}
     for ax, (precision, variable) in zip([ax for row in axes for ax in row], panels):
         rows = _recipe_rows(tables, precision)
-        fit, paper = fits.get(fit_name(precision)), law.QAT.paper_params[precision]
-        others = [name for name in ("N", "D", "G") if name != variable]
         if rows.empty:
             ax.text(0.5, 0.5, f"{precision}: not in this run's grid", ha="center", transform=ax.transAxes)
             continue
-        mode = rows.groupby(others).size().idxmax()
-        panel = rows.set_index(others).loc[[mode]].reset_index().sort_values(variable)
-        ax.errorbar(panel[variable], panel["delta"], yerr=2 * panel["delta_se"], fmt="o", color="C0", ms=4,
-                    label="this run")  # fmt: skip
-        grid = np.geomspace(panel[variable].min() / 1.2, panel[variable].max() * 1.2, 40)
-        at = {**dict(zip(others, mode)), variable: grid}
-        points = pd.DataFrame(
-            {name: np.broadcast_to(np.asarray(value, float), grid.shape) for name, value in at.items()}
-        )
-        if fit is not None:
-            ax.plot(grid, fit.predict(points), "-", color="C0", lw=1, label="this run's fit")
-        slope = {"N": -paper["gamma_N"], "D": paper["gamma_D"]}.get(variable)
-        if slope is not None and len(panel):
-            anchor = float(panel["delta"].abs().median())
-            ax.plot(grid, anchor * (grid / np.median(panel[variable])) ** slope, ":", color="k", lw=1,
-                    label=f"paper slope {slope:+.3g}")  # fmt: skip
-        fixed = ", ".join(f"{name} = {compact_number(value)}" for name, value in zip(others, mode))
-        ylabel = f"δ_{precision} (nats/token)" if variable == "N" else ""
-        ax.set(xscale="log", xlabel=labels[variable], ylabel=ylabel, title=fixed)
-        ax.ticklabel_format(axis="y", style="sci", scilimits=(-2, 2))
-        ax.legend(fontsize=6)
+        _input_panel(ax, rows, fits.get(fit_name(precision)), precision, variable, seed_sd(tables))
     fig.tight_layout()  # rows spaced so a panel's title clears the axis labels above it
     names = " and ".join(precisions)
-    add_footer(fig, f"Points: this run's {names} QAT models − their fp32 partners; {NOISE_NOTE}.")
+    add_footer(fig, f"Points: this run's {names} QAT models − their fp32 partners; {noise_note(tables)}.")
+    flag_bounds(fig, {f"this run's {precision} fit": fits.get(fit_name(precision)) for precision in precisions})
     return fig
 
 
@@ -241,7 +228,7 @@ def fig6(tables, fits):
     return fig
 
 
-@figure(tables={**STUDY_TABLES, "activations": "chen2025/activations"})
+@figure(tables={**SEED_TABLES, "activations": "chen2025/activations"})
 def fig9(tables, fits):
     """Left: kurtosis of each Linear's input per role, fp32 vs W4A4 models; right: δ_W4A4 with and without the FC2
     input at 8 bits, across G."""
@@ -257,20 +244,26 @@ def fig9(tables, fits):
     left.set_xticks(range(len(roles)), roles)
     left.set(ylabel="input kurtosis (median)", title="kurtosis of each Linear's input")
     left.legend(fontsize=6)
+    means = {}
     for precision, marker in (("W4A4", "o"), ("W4A4_FC2_8bit", "s")):
-        rows = _recipe_rows(tables, precision)
-        mean = rows.groupby("G")["delta"].mean()
-        right.plot(mean.index, mean.to_numpy(), marker=marker, label=precision.replace("_", " "))
+        grouped = _recipe_rows(tables, precision).groupby("G")["delta"]
+        means[precision] = (grouped.mean(), grouped.count())
+        right.plot(means[precision][0].index, means[precision][0].to_numpy(), marker=marker,
+                   label=precision.replace("_", " "))  # fmt: skip
     right.set(xscale="log", xlabel="G (group size)", ylabel="mean δ over N and D (nats/token)",
               title="W4A4 with the FC2 input at 8 bits")  # fmt: skip
+    # A mean over k points, each a separately trained pair, scatters by σ_seed / √k.
+    for line, (mean, count) in zip(right.get_lines(), means.values()):
+        seed_band(right, mean.index, mean.to_numpy(), seed_sd(tables) / np.sqrt(count.to_numpy()), line.get_color())
     right.ticklabel_format(axis="y", style="sci", scilimits=(-2, 2))
     fig.tight_layout()
     right.legend(fontsize=6)
+    seed = seed_band_note(seed_sd(tables), "the SD of δ over the seed repeats; a mean over k points: σ_seed/√k")
     add_footer(
         fig,
         "This run's models at the recipe seed; kurtosis on 8 held-out windows, median over blocks and models. "
-        "Paper: FC2's input kurtosis 123 (BF16) → 89 (QAT);\nFC2 at 8 bits cuts W4A4 error by 20.5 % (G = 32) to "
-        "42.9 % (G = 256).",
+        f"Right: {seed}.\nPaper: FC2's input kurtosis 123 (BF16) → 89 (QAT); FC2 at 8 bits cuts W4A4 error by "
+        "20.5 % (G = 32) to 42.9 % (G = 256).",
     )
     return fig
 
@@ -334,10 +327,12 @@ def table2(tables, fits):
         "Without D: γ_D held at 0; N only: γ_D and γ_G held at 0 (δ = k / N^γ_N). The paper's 'earlier laws' are "
         "other forms,\nnot this N-only law. Size left out: each N predicted by a fit that never saw it.",
     )
+    flag_bounds(fig, {f"this run's {fit_name(p, reduced)} fit": fits.get(fit_name(p, reduced))
+                      for p in REDUCED_PRECISIONS for reduced in REDUCED_LABELS})  # fmt: skip
     return fig
 
 
-@figure(tables={**STUDY_TABLES, "ratio": "chen2025/ratio"})
+@figure(tables=SEED_TABLES)
 def fig8(tables, fits):
     """R = δ_W16A4 / δ_W4A16 against D/N per N and G, plain and with the FC2 input at 8 bits, beside the paper's
     R at G = 32; hollow points have a δ inside 2 σ_seed."""
@@ -376,7 +371,7 @@ def _at_point(rows, point, columns=("N", "D", "G")):
     return rows[np.logical_and.reduce([rows[column] == point[column] for column in columns])]
 
 
-@figure(tables=STUDY_TABLES)
+@figure(tables=SEED_TABLES)
 def fig2(tables, fits):
     """δ_W4A4 of INT4 and FP4 (E2M1) QAT against the group size, at each (N, D) where FP4 trained."""
     rows = _trained_rows(tables, "W4A4")
@@ -390,21 +385,25 @@ def fig2(tables, fits):
             continue
         here = _at_point(rows, point, ("N", "D"))
         here = here[here["G"].isin(fp4["G"])]
+        bands = []
         for (format, label), offset in zip(((INT, "INT4"), (FP, "FP4 E2M1")), (0.97, 1.03)):
             chosen = here[here["format"] == format].sort_values("G")
-            ax.errorbar(chosen["G"] * offset, chosen["delta"], yerr=2 * chosen["delta_se"], marker="o", ms=4,
-                        capsize=2, label=label)  # fmt: skip
+            drawn = ax.errorbar(chosen["G"] * offset, chosen["delta"], yerr=2 * chosen["delta_se"], marker="o",
+                                ms=4, capsize=2, label=label)  # fmt: skip
+            bands.append((chosen["G"] * offset, chosen["delta"], drawn.lines[0].get_color()))
         ax.axhline(0, color="0.6", lw=0.6)
         ax.set(xscale="log", xlabel="G (group size; per channel/token at d_model)", ylabel="δ_W4A4 (nats/token)",
                title=f"N = {compact_number(point['N'])}, D = {compact_number(point['D'])}")  # fmt: skip
+        for x, y, colour in bands:
+            seed_band(ax, x, y, seed_sd(tables), colour)
         ax.ticklabel_format(axis="y", style="sci", scilimits=(-2, 2))
         ax.legend(fontsize=6)
-    add_footer(fig, f"This run's W4A4 QAT models (absmax scaling, blocks of G) − their fp32 partners; {NOISE_NOTE}. "
-               "The paper gives this as a figure only.")  # fmt: skip
+    add_footer(fig, f"This run's W4A4 QAT models (absmax scaling, blocks of G) − their fp32 partners; "
+               f"{noise_note(tables)}. The paper gives this as a figure only.")  # fmt: skip
     return fig
 
 
-@figure(tables=STUDY_TABLES, fits="chen2025/qat")
+@figure(tables=SEED_TABLES, fits="chen2025/qat")
 def fig13(tables, fits):
     """FP4 (E2M1) QAT error against the prediction of this run's INT4 W4A4 law at the same (N, D, G)."""
     fit = fits.get("qat")
@@ -427,13 +426,16 @@ def fig13(tables, fits):
     ax.plot(ends, ends, ":", color="k", lw=1, label="y = x")
     ax.set(xlabel="δ predicted by this run's INT4 law", ylabel="measured δ (nats/token)",
            title=f"INT4 law on FP4: mean |error| {error:.0%}")  # fmt: skip
+    for frame, colour in ((int4, "0.6"), (fp4, "C1")):
+        seed_band(ax, np.asarray(fit.predict(frame), float), frame["delta"], seed_sd(tables), colour)
     ax.legend(fontsize=6)
     add_footer(fig, f"The INT4 W4A4 law fitted on this run's INT4 points, evaluated at each FP4 point's (N, D, G); "
-               f"{NOISE_NOTE}.")  # fmt: skip
+               f"{noise_note(tables)}.")  # fmt: skip
+    flag_bounds(fig, {"this run's INT4 W4A4 fit": fit})
     return fig
 
 
-@figure(tables=STUDY_TABLES)
+@figure(tables=SEED_TABLES)
 def fig3(tables, fits):
     """δ_W4A4 and both models' losses against the peak LR (each QAT run and its fp32 partner at the same LR)."""
     rows = _trained_rows(tables, "W4A4")
@@ -449,6 +451,7 @@ def fig3(tables, fits):
     left.errorbar(sweep["lr_scale"], sweep["delta"], yerr=2 * sweep["delta_se"], marker="o", ms=4, capsize=2)
     left.axhline(0, color="0.6", lw=0.6)
     left.set(xscale="log", xlabel="peak LR / the recipe's", ylabel="δ_W4A4 (nats/token)", title="QAT error")
+    seed_band(left, sweep["lr_scale"], sweep["delta"], seed_sd(tables), "C0")
     left.ticklabel_format(axis="y", style="sci", scilimits=(-2, 2))
     right.plot(sweep["lr_scale"], sweep["loss"], marker="o", ms=4, label="W4A4 QAT")
     right.plot(sweep["lr_scale"], sweep["base_loss"], marker="s", ms=4, label="fp32")
@@ -456,8 +459,8 @@ def fig3(tables, fits):
     right.legend(fontsize=6)
     fig.tight_layout()
     where = f"N = {compact_number(point['N'])}, D = {compact_number(point['D'])}, G = {point['G']:g}"
-    add_footer(fig, f"This run's W4A4 QAT models and fp32 partners trained at each peak LR ({where}); {NOISE_NOTE}. "
-               "The paper gives this as a figure only.")  # fmt: skip
+    add_footer(fig, f"This run's W4A4 QAT models and fp32 partners trained at each peak LR ({where}); "
+               f"{noise_note(tables)}. The paper gives this as a figure only.")  # fmt: skip
     return fig
 
 
@@ -468,7 +471,7 @@ def _group_text(point) -> str:
 QUANTIZER_NAMES = {"absmax": "absmax", "lsq": "LSQ", "lwc": "LWC", "lac": "LAC"}
 
 
-@figure(tables=STUDY_TABLES)
+@figure(tables=SEED_TABLES)
 def fig14(tables, fits):
     """δ of each learnable quantizer beside absmax at the same point: LSQ / LWC weights, LAC activation clipping."""
     table = tables["evals"]
@@ -484,11 +487,12 @@ def fig14(tables, fits):
         bars = _at_point(rows[rows["precision"] == panel["precision"]], panel)
         bars = bars.set_index("quantizer").reindex([name for name in QUANTIZER_NAMES if name in set(bars["quantizer"])])
         ax.bar(range(len(bars)), bars["delta"], yerr=2 * bars["delta_se"], color="C0", capsize=3)
+        seed_band(ax, range(len(bars)), bars["delta"], seed_sd(tables), "C0")
         ax.set_xticks(range(len(bars)), [QUANTIZER_NAMES[name] for name in bars.index])
         ax.axhline(0, color="0.6", lw=0.6)
         ax.set(ylabel="δ (nats/token)" if panel is panels[0] else "",
-               title=f"{panel['precision']}, N = {compact_number(panel['N'])}, {_group_text(panel)}")  # fmt: skip
+               title=f"{panel['precision']}, N = {compact_number(panel['N'])},\n{_group_text(panel)}")  # fmt: skip
         ax.ticklabel_format(axis="y", style="sci", scilimits=(-2, 2))
-    add_footer(fig, f"This run's QAT models − their fp32 partners, each quantizer trained from scratch; {NOISE_NOTE}. "
-               "The paper gives this as a figure only.")  # fmt: skip
+    add_footer(fig, f"This run's QAT models − their fp32 partners, each quantizer trained from scratch; "
+               f"{noise_note(tables)}. The paper gives this as a figure only.")  # fmt: skip
     return fig

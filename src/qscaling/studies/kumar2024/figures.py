@@ -5,9 +5,11 @@ place of its own."""
 import math
 
 import numpy as np
+import pandas as pd
 import seaborn as sns
 
 from qscaling.figures import add_footer, figure, new_figure
+from qscaling.figures.caveats import flag_bounds, mark_extrapolation
 from qscaling.laws import LAWS
 from qscaling.laws import kumar2024 as law
 from qscaling.studies.kumar2024.analysis import critical_tokens, fit_rows, schedule_ratio
@@ -25,15 +27,15 @@ _GAPS = "; gaps in a dashed curve: no optimum between the lowest precision its �
 def _sources(fits):
     """[(label, params)]: Table 2, then Table 2 with this run's joint fit's γ_x, n_x — the scale-free part of the
     law: its A, B, α, E come from models of ≤ 10⁵ parameters and are not carried to these N and D — and the note
-    that says so, flagging each γ_x, n_x the fit held at Table 2's value or left on a bound."""
+    that says so, naming each γ_x, n_x the fit held at Table 2's value (`flag_joint_bounds` flags those on a
+    bound)."""
     fit = fits.get("neff_joint")
     if fit is None:
         return [("paper", dict(_NEFF_PAPER))], "Constants: Kumar et al. 2024, Table 2"
     if fit.law.name != "kumar2024.neff":
         raise ValueError(f"fit for {fit.law.name!r} passed where a fit of 'kumar2024.neff' was expected")
     ours = {**_NEFF_PAPER, **{name: fit.params[name] for name in _SENSITIVITIES}}
-    flags = [f"{name} {'held' if fit.held_fixed(name) else 'at bound'}" for name in _SENSITIVITIES
-             if fit.held_fixed(name) or fit.at_bound(name)]  # fmt: skip
+    flags = [f"{name} held" for name in _SENSITIVITIES if fit.held_fixed(name)]
     fitted = ", ".join(f"{name} {fit.params[name]:.3g}" for name in _SENSITIVITIES)
     note = (
         "Solid: Kumar et al. 2024, Table 2; dashed: Table 2's A, B, α, E with this run's γ_x, n_x (neff_joint: "
@@ -41,6 +43,11 @@ def _sources(fits):
         f"{'; ill-conditioned fit' if fit.ill_conditioned else ''})"
     )
     return [("paper", dict(_NEFF_PAPER)), ("this run", ours)], note
+
+
+def flag_joint_bounds(fig, fits) -> None:
+    """Flag the γ_x, n_x of this run's joint fit that sit on a bound: the law figures draw those alone."""
+    flag_bounds(fig, {"this run's neff_joint fit": fits.get("neff_joint")}, drawn=_SENSITIVITIES)
 
 
 @figure(law_only=True, fits=_JOINT_FIT)
@@ -63,6 +70,7 @@ def fig3_left(tables, fits):
     )
     ax.legend()
     add_footer(fig, note)
+    flag_joint_bounds(fig, fits)
     return fig
 
 
@@ -93,6 +101,7 @@ def fig6_right(tables, fits, sizes=(1e9, 8e9, 70e9)):
     )
     ax.legend(fontsize=7)
     add_footer(fig, note + (_GAPS if len(sources) > 1 else ""))
+    flag_joint_bounds(fig, fits)
     return fig
 
 
@@ -131,6 +140,7 @@ def fig9(tables, fits, served=(0.0, 1e12, 1e13)):
         note + (_GAPS if len(sources) > 1 else "") + "; assumed cost: (6/16)·N·D·P training + 2·N per token served "
         "in 16 bits",
     )
+    flag_joint_bounds(fig, fits)
     return fig
 
 
@@ -155,44 +165,56 @@ def _series_order(rows):
 study_figure = figure(tables={"ptq": "kumar2024"}, fits="kumar2024")
 
 
+def turn_ups(table, n) -> pd.DataFrame:
+    """The formats of size `n` whose post-GPTQ loss is least before the largest budget (`critical_tokens`), with
+    how much it rises from there to the largest budget (`rise`) and that rise's evaluation SE (`rise_se`)."""
+    rows = _ptq_rows({"ptq": table})
+    rows = rows[(rows["N"] == n) & (rows["bits"] < 16)]
+    turns = critical_tokens(table)
+    turns = turns[(turns["N"] == n) & (turns["bits"] < 16) & turns["turns_up"]]
+    records = []
+    for turn in turns.itertuples():
+        group = rows[rows["bits"] == turn.bits].set_index("D").sort_index()
+        best, last = group.loc[turn.D_best], group.iloc[-1]
+        rise, rise_se = last["loss"] - best["loss"], float(np.hypot(last["loss_se"], best["loss_se"]))
+        records.append({"bits": turn.bits, "D_best": turn.D_best, "loss_best": turn.loss_best, "rise": rise,
+                        "rise_se": rise_se})  # fmt: skip
+    return pd.DataFrame(records, columns=["bits", "D_best", "loss_best", "rise", "rise_se"])
+
+
 @study_figure
 def fig1_left(tables, fits):
-    """Smallest model: post-PTQ loss against tokens per parameter; ★ marks each format's best budget when the
-    loss rises after it (the critical data size), and the axes say so when no format's loss turns up."""
+    """Smallest model: post-PTQ loss against tokens per parameter, ± 2 s.e.; ★ marks each format's best budget
+    where the loss then rises by more than twice that rise's SE (a critical data size), ☆ a rise within it."""
     rows = _ptq_rows(tables)
     rows = _series(rows[rows["N"] == rows["N"].min()])
     n = rows["N"].iloc[0]
     fig, axes = new_figure(width=4.6, height=3.4)
     ax = axes[0][0]
-    sns.lineplot(
-        rows,
-        x="tokens_per_param",
-        y="loss",
-        hue="series",
-        hue_order=_series_order(rows),
-        marker="o",
-        palette="rocket",
-        ax=ax,
-    )
-    turns = critical_tokens(tables["ptq"])
-    turns = turns[(turns["N"] == n) & (turns["bits"] < 16) & turns["turns_up"]]
+    order = _series_order(rows)
+    for series, colour in zip(order, sns.color_palette("rocket", len(order))):
+        points = rows[rows["series"] == series].sort_values("tokens_per_param")
+        ax.errorbar(points["tokens_per_param"], points["loss"], yerr=2 * points["loss_se"], marker="o", ms=4,
+                    capsize=0, color=colour, label=series)  # fmt: skip
+    turns = turn_ups(tables["ptq"], n)
+    labels = {True: "critical data size (rise > 2 s.e.)", False: "rise within 2 s.e.: noise, not a turn"}
     for turn in turns.itertuples():
-        ax.plot(turn.D_best / n, turn.loss_best, "*", color="black", markersize=10)
+        clear = bool(turn.rise > 2 * turn.rise_se)
+        ax.plot(turn.D_best / n, turn.loss_best, "*", color="black", markersize=11, zorder=3,
+                markerfacecolor="black" if clear else "none", label=labels.pop(clear, None))  # fmt: skip
     if turns.empty:
-        ax.text(
-            0.03,
-            0.04,
-            f"no format's loss turns up within the grid (D/N ≤ {rows['tokens_per_param'].max():.0f}): no ★",
-            transform=ax.transAxes,
-            fontsize=7,
-        )
-    ax.set(
-        xscale="log",
-        xlabel="tokens per parameter D/N",
-        ylabel="validation loss after GPTQ",
-        title=f"Post-train quantization, N = {int(n):,}",
+        ax.text(0.03, 0.04, f"no format's loss turns up within the grid (D/N ≤ {rows['tokens_per_param'].max():.0f})",
+                transform=ax.transAxes, fontsize=7)  # fmt: skip
+    ax.set(xscale="log", xlabel="tokens per parameter D/N", ylabel="validation loss after GPTQ",
+           title=f"Post-train quantization, N = {int(n):,}")  # fmt: skip
+    ax.legend(fontsize=6)
+    rises = "; ".join(f"INT{t.bits} rises {t.rise:.3g} ± {2 * t.rise_se:.2g}" for t in turns.itertuples())
+    add_footer(
+        fig,
+        "This run; error bars: ± 2 s.e. over held-out windows. Each budget is a separately annealed run, whose seed "
+        "noise this study does not measure.\nA turn: loss at the largest budget less the least loss"
+        + (f" ({rises} nats)" if rises else ""),
     )
-    add_footer(fig, "This run; ★ = critical data size (best budget of a format whose loss then rises)")
     return fig
 
 
@@ -239,6 +261,8 @@ def _ptq_grid(tables, fits, method):
             _paper_exponent_guide(bottom, positive["tokens_per_param"], positive["delta"], span)
         top.set(xscale="log", title=f"N = {n:,}", ylabel="δ_PTQ (nats, ±2 SE)" if column == 0 else "")
         bottom.set(xscale="log", yscale="log", xlabel="D / N", ylabel="δ_PTQ (log, > 0 only)" if column == 0 else "")
+        if fit is not None:
+            mark_extrapolation(bottom, fit, "D", (span[0], span[1]), to_axis=lambda D, n=n: D / n)
     axes[0][0].legend(fontsize=6, loc="upper left")
     axes[1][0].legend(fontsize=6)
     add_footer(
@@ -248,6 +272,7 @@ def _ptq_grid(tables, fits, method):
         + f";\ndotted: the paper's exponent γ_D = {_PTQ_PAPER['gamma_D']} (Kumar et al. Table 2), drawn through"
         " the points' geometric centre (a slope guide, not a prediction)",
     )
+    flag_bounds(fig, {f"this run's {method.upper()} δ_PTQ fit": fit})
     return fig
 
 
@@ -339,4 +364,5 @@ def fig19(tables, fits):
         f"This run, GPTQ; {left_out} of {len(quantized)} points, at or below twice their paired noise,"
         " are neither shown nor fitted",
     )
+    flag_bounds(fig, {"this run's GPTQ δ_PTQ fit": fit})
     return fig

@@ -6,10 +6,12 @@ from importlib import resources
 import numpy as np
 import pandas as pd
 import seaborn as sns
+from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLocator
 from mpl_toolkits.axes_grid1.inset_locator import inset_axes
 
 from qscaling.figures import add_footer, compact_number, figure, new_figure, series_palette
+from qscaling.figures.caveats import EXTRAPOLATED, extrapolation_note, flag_bounds
 from qscaling.laws import LAWS, compare_sources
 from qscaling.laws import ouyang2024 as law
 from qscaling.studies.ouyang2024.bitnet import bitnet_gaps
@@ -45,31 +47,34 @@ def fig1(tables, fits, sizes=("7B", "70B", "405B")):
     axes[0][0].set_ylabel("QiD (Δ loss)")
     # Beside the panels, not on them: a fit's curves can fill any corner of the first panel.
     handles, labels = axes[0][0].get_legend_handles_labels()
+    if fit is not None and min(fit_lowest) <= limits[1]:
+        handles.append(Line2D([], [], ls="--", color="0.3", label=f"this run's fit ({EXTRAPOLATED})"))
+        labels.append(handles[-1].get_label())
     axes[0][-1].legend(handles, labels, fontsize=6, loc="upper left", bbox_to_anchor=(1.02, 1))
+    sized = [law.MODELS[model] for model in sizes]
+    drawn = {"N": (min(sized), max(sized)), "D": (tokens[0], tokens[-1])}
     add_footer(
-        fig, "Constants: Ouyang et al. 2024, unified law and 16-bit Kaplan-form loss" + _fit_note(fit, fit_lowest)
+        fig,
+        "Constants: Ouyang et al. 2024, unified law and 16-bit Kaplan-form loss" + _fit_note(fit, fit_lowest, drawn),
     )
+    flag_bounds(fig, {"this run's QiD fit": fit})
     return fig
 
 
-def _fit_note(fit, lowest_predictions) -> str:
-    """Where this run's fit lies on Fig. 1, and why: it was fitted far below the sizes and token counts drawn."""
+def _fit_note(fit, lowest_predictions, drawn) -> str:
+    """Where this run's fit lies on Fig. 1, and that it is extrapolated there: it was fitted far below the sizes
+    and token counts drawn (`drawn`: their ranges)."""
     if fit is None:
         return ""
+    beyond = extrapolation_note(fit, drawn)
     if min(lowest_predictions) <= 30:
-        return "; dashed: this run's fit, where it falls on the axes"
-    p, inputs = fit.params, fit.points.get("inputs", {})
-    fitted_on = f", fitted on N = {_span(inputs['N'])} parameters and D = {_span(inputs['D'])} tokens" if inputs else ""
+        return "; dashed: this run's fit, where it falls on the axes" + (f" ({beyond})" if beyond else "")
+    p = fit.params
     return (
-        f"\nThis run's fit (k = {p['k']:.3g}, α = {p['alpha']:.3f}, β = {p['beta']:.3f}, γ = {p['gamma']:.3f}"
-        f"{fitted_on}) is not drawn:\nit predicts QiD ≥ {min(lowest_predictions):.3g} everywhere on these axes "
-        f"(their top is 30). Its β is {p['beta'] / law.UNIFIED_CONSTANTS['beta']:.1f}× the paper's, and 1e9 tokens "
-        "already lie 3 decades beyond the tokens it was fitted on."
+        f"\nThis run's fit (k = {p['k']:.3g}, α = {p['alpha']:.3f}, β = {p['beta']:.3f}, γ = {p['gamma']:.3f}; "
+        f"{beyond}) is not drawn:\nit predicts QiD ≥ {min(lowest_predictions):.3g} everywhere on these axes "
+        f"(their top is 30). Its β is {p['beta'] / law.UNIFIED_CONSTANTS['beta']:.1f}× the paper's."
     )
-
-
-def _span(values) -> str:
-    return f"{compact_number(float(f'{min(values):.2g}'))}–{compact_number(float(f'{max(values):.2g}'))}"
 
 
 # Table 1, three ways beside the printed values (papers.md holds only its Δ = 0.2 row, 2- and 4-bit blocks).

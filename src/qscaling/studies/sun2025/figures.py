@@ -16,6 +16,7 @@ from qscaling.figures import (
     no_points,
     series_palette,
 )
+from qscaling.figures.caveats import flag_bounds, mark_extrapolation, seed_band, seed_band_note
 from qscaling.laws import LAWS
 from qscaling.laws import sun2025 as law
 from qscaling.studies.sun2025.analysis import (
@@ -31,7 +32,17 @@ from qscaling.studies.sun2025.grid import CHANNEL, FULL, GEMM_INPUTS, LAW_INPUTS
 
 PAPER = "sun2025"
 STUDY_TABLES = {"evals": "sun2025"}
-NOISE_NOTE = "error bars: ± 2 s.e. over held-out windows (separately trained runs differ by σ_seed more: see claims)"
+SEED_SOURCE = "σ_seed/√2 per point, σ_seed being the SD over the seed repeats of δ, a difference of two runs"
+
+
+def point_seed_sd(tables) -> float:
+    """Each trained point's share of the between-run noise: σ_seed as the claims measure it (`analysis.seed_sigma`)
+    is the noise of a difference between two points at one seed, σ_seed/√2 per point."""
+    return seed_sigma(tables["evals"]) / math.sqrt(2)
+
+
+def noise_note(tables) -> str:
+    return f"Error bars: ± 2 s.e. over held-out windows; {seed_band_note(point_seed_sd(tables), SEED_SOURCE)}"
 
 
 def _law_rows(tables):
@@ -81,6 +92,9 @@ def fig1(tables, fits):
         "This run's fitted points (P2+P4+P6 quantized, block or channel scaling, recipe seed); each law "
         "fitted to the same points. The N_eff form cannot tell formats of equal bits or block sizes apart.",
     )
+    flag_bounds(
+        fig, {"this run's Kumar-form fit": fits.get("kumar_form"), "this run's Capybara fit": fits.get("capybara")}
+    )
     return fig
 
 
@@ -106,6 +120,7 @@ def fig4(tables, fits):
     ax.legend(fontsize=6)
     validation = "; mean relative error of the held-out size(s): " + ", ".join(errors) if errors else ""
     add_footer(fig, f"{_fit_text(fit, 'capybara')}{validation}.")
+    flag_bounds(fig, {"this run's Capybara fit": fit})
     return fig
 
 
@@ -132,12 +147,13 @@ def fig2(tables, fits):
     ax.xaxis.set_major_locator(MaxNLocator(5))
     ax.set(xlabel="δ = loss − fp32 partner's loss (nats/token)",
            title=f"{first['format'].upper()} {first['block']}, {first['size']}, D = {compact_number(first['budget'])}")  # fmt: skip
-    add_footer(fig, NOISE_NOTE)
+    add_footer(fig, "Error bars: ± 2 s.e. over held-out windows; grey: ± 2 σ_seed, the SD of δ over the seed repeats.")
     return fig
 
 
-def _curves(ax, rows, x, fit, inputs, colours, by=("N", "D")):
-    """Measured points of `rows` against `x` per (N, D), with `fit`'s curve through each."""
+def _curves(ax, rows, x, fit, inputs, colours, sd, by=("N", "D")):
+    """Measured points of `rows` against `x` per (N, D) with their seed bands (`sd` per point), and `fit`'s curve
+    through each."""
     for key, group in rows.groupby(list(by)):
         group = group.sort_values(x)
         colour = colours[key]
@@ -147,6 +163,8 @@ def _curves(ax, rows, x, fit, inputs, colours, by=("N", "D")):
             grid = np.linspace(group[x].min(), group[x].max(), 40)
             at = {**{name: np.full_like(grid, group[name].iloc[0], dtype=float) for name in inputs}, x: grid}
             ax.plot(grid, fit.predict(at), "--", color=colour, lw=1)
+    for key, group in rows.groupby(list(by)):
+        seed_band(ax, group[x], group["loss"], sd, colours[key])
 
 
 def _palette(rows, by=("N", "D")):
@@ -160,17 +178,22 @@ def fig9(tables, fits):
     rows = quantized_rows(_law_rows(tables))
     rows = rows[rows["block"] == CHANNEL]
     fig, axes = new_figure(2, 1, width=3.8, height=3.3)
-    for ax, (name, varied, held) in zip(axes[0], (("exponent", "E", "M"), ("mantissa", "M", "E"))):
+    sweeps = {}
+    for name, varied, held in (("exponent", "E", "M"), ("mantissa", "M", "E")):
         sweep = rows[rows[held] == 1]
-        sweep = sweep[sweep.groupby(["N", "D"])[varied].transform("nunique") >= 2]
+        sweeps[name] = sweep[sweep.groupby(["N", "D"])[varied].transform("nunique") >= 2]
+    colours = _palette(pd.concat(sweeps.values()))  # an (N, D) keeps its colour in both panels
+    for ax, (name, varied, held) in zip(axes[0], (("exponent", "E", "M"), ("mantissa", "M", "E"))):
+        sweep = sweeps[name]
         if sweep.empty:
             no_points(ax, f"no {name} sweep")
             continue
-        _curves(ax, sweep, varied, fits.get(name), ("N", "D", held), _palette(sweep))
+        _curves(ax, sweep, varied, fits.get(name), ("N", "D", held), colours, point_seed_sd(tables))
         ax.set(xlabel=f"{name} bits {varied} ({held} = 1)", ylabel="held-out loss (nats/token)",
-               title=f"{name}-only law: {_fit_text(fits.get(name), name)}")  # fmt: skip
+               title=f"{name}-only law:\n{_fit_text(fits.get(name), name)}")  # fmt: skip
         ax.legend(fontsize=6)
-    add_footer(fig, f"Points: this run's channel-wise runs; dashed: each sub-law's fit. {NOISE_NOTE}")
+    add_footer(fig, f"Points: this run's channel-wise runs; dashed: each sub-law's fit. {noise_note(tables)}.")
+    flag_bounds(fig, {f"this run's {name} fit": fits.get(name) for name in ("exponent", "mantissa")})
     return fig
 
 
@@ -212,6 +235,7 @@ def fig10(tables, fits):
         "Each point's γ with the sub-law's other parameters as fitted (points below the law's base "
         "loss have none). The paper reports its own γ, ι drifting with N/D only as a figure.",
     )
+    flag_bounds(fig, {f"this run's {name} fit": fits.get(name) for name in ("exponent", "mantissa")})
     return fig
 
 
@@ -239,8 +263,13 @@ def fig3(tables, fits):
             ax.plot(grid, fit.predict(at), "--", color=colours[key], lw=1)
     ax.set(xlabel="log2 B (block size; channel-wise at B = d_model)", ylabel="held-out loss (nats/token)",
            title=f"Block-size law (E1M1): {_fit_text(fit, 'block')}")  # fmt: skip
+    for key, group in shown.groupby(["N", "D"]):
+        seed_band(ax, group["log2_B"], group["loss"], point_seed_sd(tables), colours[key])
+    if fit is not None:
+        mark_extrapolation(ax, fit, "B", (1, shown["log2_B"].max() + 1), to_axis=np.log2)
     ax.legend(fontsize=6)
-    add_footer(fig, f"Dashed: this run's block-size law. Tensor-wise runs: Figs. 12, 13. {NOISE_NOTE}")
+    add_footer(fig, f"Dashed: this run's block-size law. Tensor-wise runs: Figs. 12, 13. {noise_note(tables)}.")
+    flag_bounds(fig, {"this run's block-size fit": fit})
     return fig
 
 
@@ -270,6 +299,7 @@ def fig11(tables, fits):
         "Measured: least squares over the E1M1 block sizes at each (N, D), ± 2 s.e. from the paired evaluation "
         "errors of δ (seed noise not included); laws: (D^β/N^α)/γ_B (the paper's γ_B is Table 2 folded at E1M1).",
     )
+    flag_bounds(fig, {"this run's block-size fit": fit})
     return fig
 
 
@@ -295,6 +325,7 @@ def fig12(tables, fits):
         "Effective log2 B: what this run's block-size law needs to give each tensor-wise point its "
         "loss (none where the loss lies below the law's base).",
     )
+    flag_bounds(fig, {"this run's block-size fit": fit})
     return fig
 
 
@@ -308,12 +339,13 @@ def fig13(tables, fits):
     fig, axes = new_figure(2, 1, width=3.6, height=3.2)
     tensor = effective_tensor_block(table, fit.params) if fit is not None else pd.DataFrame()
     median = float(np.nanmedian(tensor["log2_B_effective"])) if len(tensor) else math.nan
+    shown = rows[rows["block"].isin([CHANNEL, TENSOR])]
+    colours = dict(zip(sorted(shown["N"].unique()), series_palette("viridis", shown["N"].nunique())))
     for ax, (granularity, title) in zip(axes[0], ((CHANNEL, "channel-wise"), (TENSOR, "tensor-wise"))):
         panel = rows[rows["block"] == granularity]
         if panel.empty:
             no_points(ax, f"no {title} runs")
             continue
-        colours = dict(zip(sorted(panel["N"].unique()), series_palette("viridis", panel["N"].nunique())))
         for N, group in panel.groupby("N"):
             group = group.sort_values("D")
             ax.errorbar(group["D"], group["loss"], yerr=2 * group["loss_se"], fmt="o", ms=4, color=colours[N],
@@ -324,8 +356,12 @@ def fig13(tables, fits):
                 at = {"N": np.full_like(grid, N), "D": grid, "B": np.full_like(grid, 2.0**log2_B)}
                 ax.plot(grid, fit.predict(at), "--", color=colours[N], lw=1)
         ax.set(xscale="log", xlabel="training tokens D", ylabel="held-out loss (nats/token)", title=f"E1M1 {title}")
+        for N, group in panel.groupby("N"):
+            seed_band(ax, group["D"], group["loss"], point_seed_sd(tables), colours[N])
         ax.legend(fontsize=6)
-    add_footer(fig, f"Dashed: this run's block-size law (tensor-wise at its median effective log2 B = {median:.3g}).")
+    add_footer(fig, f"Dashed: this run's block-size law (tensor-wise at its median effective log2 B = {median:.3g}). "
+               f"{noise_note(tables)}.")  # fmt: skip
+    flag_bounds(fig, {"this run's block-size fit": fit})
     return fig
 
 
@@ -353,10 +389,14 @@ def fig8(tables, fits):
                 )
     ax.set(xscale="log", xlabel="training tokens D", ylabel="held-out loss (nats/token)",
            title="Full-precision (fp32 for BF16) fits")  # fmt: skip
+    for N, group in rows.groupby("N"):
+        seed_band(ax, group["D"], group["loss"], point_seed_sd(tables), colours[N])
     ax.legend(fontsize=6)
     summary = "; ".join(f"{label}: {_fit_text(fits.get(name), label)}" for name, label in
                         (("bf16_chinchilla", "Chinchilla (solid)"), ("bf16_kaplan", "OpenAI form (dashed)")))  # fmt: skip
-    add_footer(fig, summary)
+    add_footer(fig, f"{summary}. {noise_note(tables)}.")
+    flag_bounds(fig, {"this run's Chinchilla fit": fits.get("bf16_chinchilla"),
+                      "this run's OpenAI-form fit": fits.get("bf16_kaplan")})  # fmt: skip
     return fig
 
 
@@ -399,4 +439,5 @@ def table2(tables, fits):
     if fit is not None:
         footer += f" This run: {_layouts(fit.params)}; {_fit_text(fit, 'Capybara')}; {fit.n_points} points."
     add_footer(fig, footer)
+    flag_bounds(fig, {"this run's Capybara fit": fit})
     return fig

@@ -7,6 +7,7 @@ import pandas as pd
 import seaborn as sns
 
 from qscaling.figures import add_footer, compact_number, figure, new_figure, series_palette
+from qscaling.figures.caveats import extrapolation_note, flag_bounds, mark_extrapolation
 from qscaling.laws import LAWS, compare_sources
 from qscaling.laws import sun2025 as law
 from qscaling.studies.sun2025.grid import FULL_M
@@ -15,21 +16,37 @@ PAPER = "sun2025"
 _STYLE = {"paper": "-", "this run": "--"}
 
 
-def _sources(fits):
+def _sources(fits, drawn=None, names=None):
+    """[(label, params)] of the paper's constants and this run's fit (`names`: only the parameters a figure
+    draws), and the footer's note: where the fit is drawn beyond the inputs it saw (`drawn`: {input: (low, high)}),
+    its note says so."""
     fit = fits.get("capybara")
-    note = "Constants: Sun et al. 2025, Table 2" + ("; dashed: this run's fit" if fit else "")
-    return compare_sources(LAWS["sun2025.capybara"], fit), note
+    note = "Constants: Sun et al. 2025, Table 2"
+    if fit is not None:
+        beyond = extrapolation_note(fit, drawn or {})
+        note += "; dashed: this run's fit" + (f" ({beyond})" if beyond else "")
+    capybara = LAWS["sun2025.capybara"]
+    sources = compare_sources(capybara, None)
+    if fit is not None:
+        if fit.law.name != capybara.name:
+            raise ValueError(f"fit for {fit.law.name!r} passed where a fit of {capybara.name!r} was expected")
+        sources.append(("this run", {name: fit.params[name] for name in names or fit.params}))
+    return sources, note
+
+
+# Total bits drawn in Fig. 5: few enough that each keeps a colour of its own.
+FIG5_BITS = (3, 4, 6, 8, 12, 16)
+FORMAT_PARAMS = ("delta", "nu")  # the exponents of (E+0.5)^δ (M+0.5)^ν: all of a fit Fig. 5 draws
 
 
 @figure(fits="sun2025/capybara", law_only=True)
-def fig5(tables, fits, max_bits=16):
-    """Optimal exponent/mantissa layout: (E+0.5)^δ (M+0.5)^ν against M for fp1…fp16, optimum marked."""
-    sources, note = _sources(fits)
+def fig5(tables, fits, bit_widths=FIG5_BITS):
+    """Optimal exponent/mantissa layout: (E+0.5)^δ (M+0.5)^ν against M for each total bit width, optimum marked."""
+    widest = max(bit_widths) - 1
+    sources, note = _sources(fits, {"E": (0, widest), "M": (0, widest)}, FORMAT_PARAMS)
     fig, axes = new_figure(width=6.0, height=4.0)
     ax = axes[0][0]
-    colors = iter(series_palette("viridis", max_bits))
-    for bits in range(1, max_bits + 1):
-        color = next(colors)
+    for bits, color in zip(bit_widths, series_palette("viridis", len(bit_widths))):
         mantissa = np.arange(bits)
         for label, params in sources:
             factor = law.format_factor(params, bits - 1 - mantissa, mantissa)
@@ -42,8 +59,9 @@ def fig5(tables, fits, max_bits=16):
         ylabel="(E+0.5)^δ (M+0.5)^ν",
         title="Optimal FP layout per total bits (markers: best E/M split)",
     )
-    ax.legend(ncol=4, fontsize=6)
-    add_footer(fig, note)
+    ax.legend(ncol=3, fontsize=6)
+    add_footer(fig, note + "; markers: ● the paper's optimum, × this run's")
+    flag_bounds(fig, {"this run's Capybara fit": fits.get("capybara")}, drawn=FORMAT_PARAMS)
     return fig
 
 
@@ -65,9 +83,10 @@ def fig6(tables, fits, N=1e9, block_size=128, formats=((3, 4), (3, 5), (3, 6))):
     ax.legend()
     note = "Solid: Sun et al. 2025, Table 2; dotted: each format's D_crit"
     if fit is not None:
-        note += "; right: this run's fit (dashed) where its grid trained (grey), the paper's D_crit at the same N and B in black"
+        note += "; right: this run's fit (dashed), the paper's D_crit at the same N and B in black"
         _critical_data_at_our_scale(axes[0][1], fit, paper)
     add_footer(fig, note)
+    flag_bounds(fig, {"this run's Capybara fit": fit})
     return fig
 
 
@@ -85,16 +104,16 @@ def _critical_data_at_our_scale(ax, fit, paper):
         ax.plot(tokens, law.capybara_loss(fit.params, x), "--", color=color, label="E{}M{}".format(*fmt))
         ax.axvline(crit[fmt], color=color, ls=":", lw=0.8)
         ax.axvline(law.critical_data_size(paper, N, *fmt, B), color="k", ls=":", lw=0.8)
-    ax.axvspan(inputs["D"].min(), inputs["D"].max(), color="0.9", zorder=0, label="this run's D")
     ax.set(xscale="log", xlabel="training tokens D", ylabel="predicted loss",
            title=f"This run's fit, N = {compact_number(N)}, B = {B:g}")  # fmt: skip
+    mark_extrapolation(ax, fit, "D", (tokens[0], tokens[-1]))
     ax.legend(fontsize=7)
 
 
 @figure(fits="sun2025/capybara", law_only=True)
 def fig7(tables, fits, block_size=128, sizes=(1e9, 7e10)):
     """Cost-optimal precision against compute: N, D, P chosen jointly (solid) and for fixed N (thin)."""
-    sources, note = _sources(fits)
+    sources, note = _sources(fits, {"N": (min(sizes), max(sizes))})
     fig, axes = new_figure(width=5.0, height=3.6)
     ax = axes[0][0]
     compute = np.logspace(19, 33, 29)
@@ -121,16 +140,17 @@ def fig7(tables, fits, block_size=128, sizes=(1e9, 7e10)):
     )
     ax.legend(fontsize=7)
     add_footer(fig, note)
+    flag_bounds(fig, {"this run's Capybara fit": fits.get("capybara")})
     return fig
 
 
 @figure(fits="sun2025/capybara", law_only=True)
 def fig14(tables, fits, block_size=128):
     """Cost-optimal precision against training tokens at fixed D: P^(δ+ν) ∝ D^β, independent of compute."""
-    sources, note = _sources(fits)
+    tokens = np.logspace(9, 15, 100)
+    sources, note = _sources(fits, {"D": (tokens[0], tokens[-1])})
     fig, axes = new_figure(width=5.0, height=3.6)
     ax = axes[0][0]
-    tokens = np.logspace(9, 15, 100)
     for label, params in sources:
         ax.plot(tokens, law.optimal_precision_fixed_data(params, tokens, block_size), _STYLE[label], label=label)
     ax.set(
@@ -141,4 +161,5 @@ def fig14(tables, fits, block_size=128):
     )
     ax.legend()
     add_footer(fig, note)
+    flag_bounds(fig, {"this run's Capybara fit": fits.get("capybara")})
     return fig

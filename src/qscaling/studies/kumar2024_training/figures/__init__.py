@@ -5,18 +5,36 @@ this run's size and data terms, labelled as such. This module holds what the fig
 N_eff law on each sweep, Table 1), `compute` (compute-optimal and compute-matched precision), `ptq` (PTQ after
 training) and `ablations` (granularity and FP weights)."""
 
+import math
+
 import numpy as np
 import pandas as pd
 
 from qscaling.figures import interval_text
+from qscaling.figures.caveats import seed_band_note
+from qscaling.studies.kumar2024_training.analysis import seed_sigma
 from qscaling.studies.kumar2024_training.grid import STUDY
 from qscaling.studies.kumar2024_training.precision import FULL, FULL_BITS, TENSOR_SPECS
 
 STUDY_TABLES = {"evals": STUDY}
-NOISE_NOTE = "error bars: ± 2 s.e. over held-out windows (separately trained runs differ by σ_seed more: see claims)"
 BITS = np.linspace(2, 12, 200)  # Fig. 3's range of training precisions (the paper's runs span 3–12 bits)
 # What an empty table's selection holds: the columns the figures read.
 EMPTY_COLUMNS = ["varied", "N", "D", "budget", "loss", "P_w", "P_a", "P_kv", "precision", "loss_se"]
+
+
+def point_seed_sd(tables) -> float:
+    """Each trained point's share of the between-run noise: σ_seed as the claims measure it (`analysis.seed_sigma`,
+    the SD of δ over the seed repeats) is the noise of a difference between two points at one seed, σ_seed/√2 per
+    point. NaN where the table or its seed repeats are missing."""
+    table = tables.get("evals")
+    return seed_sigma(table) / math.sqrt(2) if table is not None and len(table) else math.nan
+
+
+SEED_SOURCE = "σ_seed/√2 per point, σ_seed being the SD over the seed repeats of δ, a difference of two runs"
+
+
+def noise_note(tables) -> str:
+    return f"Error bars: ± 2 s.e. over held-out windows; {seed_band_note(point_seed_sd(tables), SEED_SOURCE)}"
 
 
 def fit_text(fit, tensor: str) -> str:

@@ -8,16 +8,18 @@ import pandas as pd
 import seaborn as sns
 
 from qscaling.figures import add_footer, compact_number, figure, new_figure, no_points
+from qscaling.figures.caveats import flag_bounds, seed_band
 from qscaling.laws import LAWS
 from qscaling.laws import kumar2024 as law
 from qscaling.studies.kumar2024_training.analysis import LAW, TABLE2, recipe_rows
 from qscaling.studies.kumar2024_training.figures import (
     BITS,
-    NOISE_NOTE,
     STUDY_TABLES,
     fit_text,
     law_inputs,
+    noise_note,
     partner_line,
+    point_seed_sd,
     selected_rows,
 )
 from qscaling.studies.kumar2024_training.grid import STUDY
@@ -47,6 +49,7 @@ def fig13(tables, fits):
             points = rows[(rows["varied"] == varied) & (rows["N"] == N) & (rows["D"] == D)].sort_values("P_w")
             ax.errorbar(points["P_w"], points["loss"], yerr=2 * points["loss_se"], fmt="o-", ms=4, color=colour,
                         label=name)  # fmt: skip
+            seed_band(ax, points["P_w"], points["loss"], point_seed_sd(tables), colour)
         partner_line(ax, rows, N, D)
         ax.set(xlabel="weight training precision P_w (bits)", ylabel="held-out loss (nats/token)")
         ax.set_title(f"N {compact_number(N)}, D {compact_number(D)} tokens")
@@ -55,7 +58,7 @@ def fig13(tables, fits):
         fig,
         "INT weights, symmetric absmax, forward fake-quant with STE: one scale per output channel (Kumar et al.'s "
         "setup) or one per tensor; activations and KV cache in fp32. Dotted: the fp32 partner. The paper's message: "
-        f"per-channel scaling costs less loss at every precision, most at low bits. {NOISE_NOTE}",
+        f"per-channel scaling costs less loss at every precision, most at low bits. {noise_note(tables)}.",
     )
     return fig
 
@@ -90,6 +93,7 @@ def fig16(tables, fits):
             bits = np.linspace(group["P_w"].min(), group["P_w"].max(), 40)
             at = law_inputs(N, D, "P_w", bits)
             left.plot(bits, fp_fit.predict(at), "--", color=colour, lw=1, label=f"{label}: neff_w_fp")
+        seed_band(left, group["P_w"], group["loss"], point_seed_sd(tables), colour)
     left.set(xlabel="weight training precision P_w = 1 + E + M (bits)", ylabel="held-out loss (nats/token)")
     if not points.empty:
         left.legend(fontsize=6)
@@ -106,8 +110,9 @@ def fig16(tables, fits):
         "FP weights ExMy (absmax-scaled per output channel, forward fake-quant with STE), each counted as 1 + E + M "
         f"bits; dotted: the fp32 partner; dashed (left): the FP fit's loss at each bit count. FP fit: "
         f"{fit_text(fp_fit, 'w')}; INT fit: {fit_text(int_fit, 'w')}. Paper's FP fit: γ_w {FP_PAPER['gamma_w']:.4g}, "
-        f"n_w {FP_PAPER['n_w']:.4g}. {NOISE_NOTE}",
+        f"n_w {FP_PAPER['n_w']:.4g}. {noise_note(tables)}.",
     )
+    flag_bounds(fig, {"this run's neff_w_fp fit": fp_fit, "this run's neff_w fit": int_fit})
     return fig
 
 
@@ -118,6 +123,8 @@ def fig17(tables, fits):
     rows = selected_rows(tables, recipe_rows)
     points = _fp_points(rows)
     fig, axes = new_figure(2, 1, width=3.6, height=3.3, sharey=True)
+    # One colour per (N, D) in both panels, whichever sweeps it trained.
+    colours = dict(zip(sorted(points.groupby(["N", "D"]).groups), sns.color_palette()))
     for ax, (fixed, varied, name) in zip(axes[0], (("M", "E", "exponent"), ("E", "M", "mantissa"))):
         sweep = points[points[fixed] == 3]
         ax.set_title(f"{'ExM3' if fixed == 'M' else 'E3Mx'}: {name} bits varied")
@@ -125,17 +132,18 @@ def fig17(tables, fits):
         if sweep.empty:
             no_points(ax, f"no {'ExM3' if fixed == 'M' else 'E3Mx'} sweep")
             continue
-        for colour, ((N, D), group) in zip(sns.color_palette(), sweep.groupby(["N", "D"])):
-            group = group.sort_values(varied)
+        for (N, D), group in sweep.groupby(["N", "D"]):
+            group, colour = group.sort_values(varied), colours[(N, D)]
             ax.errorbar(group[varied], group["loss"], yerr=2 * group["loss_se"], fmt="o-", ms=4, color=colour,
                         label=f"N {compact_number(N)}, D {compact_number(D)}")  # fmt: skip
             partner_line(ax, rows, N, D, colour)
+            seed_band(ax, group[varied], group["loss"], point_seed_sd(tables), colour)
         ax.legend(fontsize=6)
     axes[0][0].set_ylabel("held-out loss (nats/token)")
     add_footer(
         fig,
         "FP weights ExMy trained with forward fake-quant (absmax per output channel, STE); activations and KV cache "
         "in fp32. Dotted: the fp32 partner. The paper's message: at a fixed mantissa, exponent bits past ~3 buy "
-        f"little; at a fixed exponent, each mantissa bit lowers the loss. {NOISE_NOTE}",
+        f"little; at a fixed exponent, each mantissa bit lowers the loss. {noise_note(tables)}.",
     )
     return fig

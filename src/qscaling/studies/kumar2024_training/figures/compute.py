@@ -7,9 +7,17 @@ import numpy as np
 import pandas as pd
 
 from qscaling.figures import add_footer, compact_number, figure, new_figure, no_points, series_palette
+from qscaling.figures.caveats import flag_bounds, seed_band, seed_band_note
 from qscaling.laws import kumar2024 as law
 from qscaling.studies.kumar2024_training.analysis import MOST_BITS, TABLE2, law_rows, optimal_precision
-from qscaling.studies.kumar2024_training.figures import STUDY_TABLES, fit_text, law_inputs, selected_rows
+from qscaling.studies.kumar2024_training.figures import (
+    SEED_SOURCE,
+    STUDY_TABLES,
+    fit_text,
+    law_inputs,
+    point_seed_sd,
+    selected_rows,
+)
 from qscaling.studies.kumar2024_training.grid import STUDY
 
 PAPER = "kumar2024"
@@ -74,6 +82,7 @@ def fig6(tables, fits):
         f"{MOST_BITS:g} bits. Horizontal: P* with N, D and P all chosen (Sec. 4.3.1). "
         + _optimum_note(joint, run_star, solved),
     )
+    flag_bounds(fig, {"this run's neff_joint fit": joint})
     return fig
 
 
@@ -108,11 +117,12 @@ def fig1_right(tables, fits):
     fit = fits.get("neff_w")
     if not budgets:
         no_points(axes[0][0], "no compute-matched family")
+    keys = sorted(families["family"].unique())
+    colours = dict(zip(keys, series_palette("viridis", len(keys))))  # a family keeps its colour in every panel
     for ax, D in zip(axes[0], budgets):
         at_budget = families[families["D"] == D]
-        keys = sorted(at_budget["family"].unique())
-        for colour, key in zip(series_palette("viridis", len(keys)), keys):
-            family = at_budget[at_budget["family"] == key].sort_values("P")
+        for key in sorted(at_budget["family"].unique()):
+            colour, family = colours[key], at_budget[at_budget["family"] == key].sort_values("P")
             ax.plot(family["P"], family["loss"], "o-", color=colour, ms=4, label=f"N·P ≈ {compact_number(key)}")
             for position, (_, point) in enumerate(family.iterrows()):
                 # The highest-precision member's label goes to its left: on the right it would run into the next panel.
@@ -123,19 +133,21 @@ def fig1_right(tables, fits):
                 bits = np.geomspace(family["P"].min(), family["P"].max(), 30)
                 at = law_inputs(key / bits, D, "P_w", bits)
                 ax.plot(bits, fit.predict(at), "--", color=colour, lw=0.8)
+            seed_band(ax, family["P"], family["loss"], point_seed_sd(tables), colour)
         budget = at_budget["budget"].iloc[0]
-        ax.set(xscale="log", xlabel="weight precision P (bits)", ylabel="held-out loss (nats/token)",
-               title=f"D = {compact_number(budget)} tokens")  # fmt: skip
+        ax.set(xscale="log", xlabel="weight precision P (bits)", title=f"D = {compact_number(budget)} tokens")
         ticks = sorted(at_budget["P"].unique())
         ax.set_xticks(ticks, labels=[f"{bits:g}" for bits in ticks])
         ax.minorticks_off()
         ax.legend(fontsize=6)
+    axes[0][0].set_ylabel("held-out loss (nats/token)")
     add_footer(
         fig,
         f"Families: the weight sweep's points and fp32 partners at one D whose N·P agree within {COMPUTE_MATCH:.0%} "
         "(training compute C = (6/16)·N·D·P, an fp32 partner counted at P = 16, the paper's bf16 baseline); each point "
         f"is labelled with its N. Dashed: this run's neff_w fit along N = C/P ({fit_text(fit, 'w')}). The paper's "
-        "message: at equal compute, more parameters at fewer bits can beat fewer at more. Separately trained "
-        "models also differ by σ_seed (claims table).",
+        f"message: at equal compute, more parameters at fewer bits can beat fewer at more; "
+        f"{seed_band_note(point_seed_sd(tables), SEED_SOURCE)}.",
     )
+    flag_bounds(fig, {"this run's neff_w fit": fit})
     return fig

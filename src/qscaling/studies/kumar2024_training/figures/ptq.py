@@ -9,6 +9,7 @@ import seaborn as sns
 from matplotlib.lines import Line2D
 
 from qscaling.figures import add_footer, compact_number, figure, interval_text, new_figure, no_points, series_palette
+from qscaling.figures.caveats import flag_bounds
 from qscaling.laws import LAWS
 from qscaling.laws import kumar2024 as law
 from qscaling.studies.kumar2024_training.analysis import (
@@ -94,6 +95,7 @@ def fig7(tables, fits):
         "paper's own constants at this N, D (its C_x unreported, 1 assumed). Separately trained rows differ by "
         "σ_seed too: see claims.",
     )
+    flag_bounds(fig, {f"this run's unified_{method} fit": fits.get(f"unified_{method}") for method in methods})
     return fig
 
 

@@ -11,15 +11,17 @@ import seaborn as sns
 from matplotlib.colors import BoundaryNorm, ListedColormap
 
 from qscaling.figures import add_footer, compact_number, figure, new_figure, no_points, series_palette
+from qscaling.figures.caveats import flag_bounds, seed_band
 from qscaling.laws import kumar2024 as law
 from qscaling.studies.kumar2024_training.analysis import FITS, FORM_COLUMNS, TABLE2, law_rows, sweep_rows
 from qscaling.studies.kumar2024_training.figures import (
     BITS,
-    NOISE_NOTE,
     STUDY_TABLES,
     fit_text,
     law_inputs,
+    noise_note,
     partner_line,
+    point_seed_sd,
     selected_rows,
 )
 from qscaling.studies.kumar2024_training.grid import STUDY
@@ -29,9 +31,10 @@ PAPER = "kumar2024"
 TENSOR_NAMES = {"w": "weights", "a": "activations", "kv": "KV cache"}
 
 
-def _sweep(ax, rows, tensor, fit, budget=None):
-    """One tensor's sweep: loss against its bits per N (at `budget` if given, else per (N, D)); each partner's loss
-    as a dotted line; this run's fit dashed, and dash-dot the fit with Table 2's γ_x, n_x in place of its own."""
+def _sweep(ax, rows, tensor, fit, colours, sd, budget=None):
+    """One tensor's sweep: loss against its bits per N (at `budget` if given, else per (N, D)), coloured by
+    `colours[(N, D)]`, with its seed band (`sd` per point); each partner's loss as a dotted line; this run's fit
+    dashed, and dash-dot the fit with Table 2's γ_x, n_x in place of its own."""
     column = f"P_{tensor}"
     sweep = sweep_rows(rows, tensor)
     if budget is not None:
@@ -40,9 +43,8 @@ def _sweep(ax, rows, tensor, fit, budget=None):
     if points.empty:
         no_points(ax, f"no {TENSOR_NAMES[tensor]} sweep")
         return
-    keys = sorted(points.groupby(["N", "D"]).groups)
-    for colour, (N, D) in zip(series_palette("viridis", len(keys)), keys):
-        group = points[(points["N"] == N) & (points["D"] == D)].sort_values(column)
+    for N, D in sorted(points.groupby(["N", "D"]).groups):
+        colour, group = colours[(N, D)], points[(points["N"] == N) & (points["D"] == D)].sort_values(column)
         name = f"N {compact_number(N)}" + ("" if budget is not None else f", D {compact_number(D)}")
         ax.errorbar(group[column], group["loss"], yerr=2 * group["loss_se"], fmt="o", ms=4, color=colour, label=name)
         partner = sweep[(sweep["N"] == N) & (sweep["D"] == D) & (sweep["varied"] == "")]
@@ -57,8 +59,21 @@ def _sweep(ax, rows, tensor, fit, budget=None):
                 **{param: TABLE2[param] for param in (f"gamma_{tensor}", f"n_{tensor}")},
             }
             ax.plot(bits, fit.law(paper_sensitivity, at), "-.", color=colour, lw=0.7)
-    ax.set(xlabel=f"training precision {column} (bits)", ylabel="held-out loss (nats/token)")
+    for N, D in sorted(points.groupby(["N", "D"]).groups):
+        group = points[(points["N"] == N) & (points["D"] == D)]
+        seed_band(ax, group[column], group["loss"], sd, colours[(N, D)])
+    ax.set(xlabel=f"training precision {column} (bits)")
     ax.legend(fontsize=6)
+
+
+def sweep_colours(rows, tensors, by_size=False) -> dict:
+    """{(N, D): colour} over every point the sweeps of `tensors` draw, so that a series keeps its colour from panel
+    to panel; `by_size`: one colour per N, whatever its D."""
+    points = rows[rows["varied"].isin(tensors)]
+    keys = sorted(points.groupby(["N", "D"]).groups)
+    sizes = sorted({N for N, _ in keys}) if by_size else keys
+    palette = dict(zip(sizes, series_palette("viridis", len(sizes))))
+    return {(N, D): palette[N if by_size else (N, D)] for N, D in keys}
 
 
 SOURCES_NOTE = (
@@ -76,10 +91,15 @@ def fig4(tables, fits):
     fit = fits.get("neff_w")
     if not budgets:
         no_points(axes[0][0], "no weight sweep")
+    colours = sweep_colours(rows, ["w"], by_size=True)
     for ax, budget in zip(axes[0], budgets):
-        _sweep(ax, rows, "w", fit, budget)
+        _sweep(ax, rows, "w", fit, colours, point_seed_sd(tables), budget)
         ax.set_title(f"D = {compact_number(budget)} tokens")
-    add_footer(fig, f"{SOURCES_NOTE.format(name='neff_w', tensor='w')} Fit: {fit_text(fit, 'w')}. {NOISE_NOTE}")
+    axes[0][0].set_ylabel("held-out loss (nats/token)")
+    fig.tight_layout()  # each panel's own loss ticks clear the panel to its left
+    note = SOURCES_NOTE.format(name="neff_w", tensor="w")
+    add_footer(fig, f"{note} Fit: {fit_text(fit, 'w')}. {noise_note(tables)}.")
+    flag_bounds(fig, {"this run's neff_w fit": fit})
     return fig
 
 
@@ -89,13 +109,17 @@ def fig20(tables, fits):
     rows = law_rows(tables["evals"])
     fig, axes = new_figure(2, 1, width=3.8, height=3.3)
     notes = []
+    colours = sweep_colours(rows, ["a", "kv"])
     for ax, tensor in zip(axes[0], ("a", "kv")):
         fit = fits.get(f"neff_{tensor}")
-        _sweep(ax, rows, tensor, fit)
+        _sweep(ax, rows, tensor, fit, colours, point_seed_sd(tables))
         ax.set_title(f"{TENSOR_NAMES[tensor]} only")
         notes.append(f"{tensor}: {fit_text(fit, tensor)}")
+    axes[0][0].set_ylabel("held-out loss (nats/token)")
+    fig.tight_layout()
     note = SOURCES_NOTE.format(name="neff_a / neff_kv", tensor="x")
-    add_footer(fig, f"{note} Fits: {'; '.join(notes)}. {NOISE_NOTE}")
+    add_footer(fig, f"{note} Fits: {'; '.join(notes)}. {noise_note(tables)}.")
+    flag_bounds(fig, {f"this run's neff_{tensor} fit": fits.get(f"neff_{tensor}") for tensor in ("a", "kv")})
     return fig
 
 
@@ -138,6 +162,9 @@ def fig5(tables, fits):
         fig,
         f"This run's points at the recipe seed, each N_eff fit's own R²: {r2 or 'no fits'} (mostly the size and "
         "data terms' share: compare the precision costs with Figs. 4 and 20).",
+    )
+    flag_bounds(
+        fig, {f"this run's {name} fit": fits.get(name) for name in ("neff_w", "neff_a", "neff_kv", "neff_joint")}
     )
     return fig
 
@@ -213,6 +240,7 @@ def fig3(tables, fits):
         "Left: f_x(P) = 1 − e^(−P/γ_x + n_x) with Kumar et al.'s Table 2 constants (solid) and with this run's "
         f"marginal fits, each on its own sweep (dashed). Fits: {'; '.join(notes)}. {isoloss}",
     )
+    flag_bounds(fig, {f"this run's neff_{tensor} fit": fits.get(f"neff_{tensor}") for tensor in TENSOR_NAMES})
     return fig
 
 
@@ -232,15 +260,15 @@ def empirical_fraction(fit, rows: pd.DataFrame) -> np.ndarray:
     return n_eff / N
 
 
-def _empirical_panel(ax, points, fit, tensor: str) -> str:
+def _empirical_panel(ax, points, fit, tensor: str, colours: dict) -> str:
     """One sweep's empirical N_eff/N per (N, D) — colour per N, marker per D — beside f_x(P) of its fit and of
-    Table 2. Returns how many points the view leaves out, for the footer."""
+    Table 2 (`colours`: one per N, shared by the panels). Returns how many points the view leaves out, for the
+    footer."""
     column = f"P_{tensor}"
     fraction = empirical_fraction(fit, points)
     finite = fraction[np.isfinite(fraction)]
     top = min(max(1.1, 1.05 * finite.max()) if finite.size else 1.1, EMPIRICAL_TOP)
-    sizes, budgets = np.sort(points["N"].unique()), np.sort(points["D"].unique())
-    colours = dict(zip(sizes, series_palette("viridis", len(sizes))))
+    budgets = np.sort(points["D"].unique())
     markers = dict(zip(budgets, itertools.cycle("os^Dv")))
     for (N, D), group in points.groupby(["N", "D"]):
         chosen = ((points["N"] == N) & (points["D"] == D)).to_numpy()
@@ -263,6 +291,8 @@ def fig15(tables, fits):
     rows = selected_rows(tables, law_rows)
     fig, axes = new_figure(3, 1, width=3.7, height=3.3)
     notes, hidden = [], []
+    sizes = np.sort(rows.loc[rows["varied"].isin(TENSOR_NAMES), "N"].unique())
+    colours = dict(zip(sizes, series_palette("viridis", len(sizes))))
     for ax, (tensor, name) in zip(axes[0], TENSOR_NAMES.items()):
         fit = fits.get(f"neff_{tensor}")
         points = rows[rows["varied"] == tensor]
@@ -271,7 +301,7 @@ def fig15(tables, fits):
         if points.empty or fit is None:
             no_points(ax, f"no {name} sweep" if points.empty else f"no neff_{tensor} fit")
             continue
-        hidden.append(_empirical_panel(ax, points, fit, tensor))
+        hidden.append(_empirical_panel(ax, points, fit, tensor, colours))
     left_out = "; ".join(note for note in hidden if note)
     add_footer(
         fig,
@@ -281,6 +311,7 @@ def fig15(tables, fits):
         f"Table 2's. Fits: {'; '.join(notes)}."
         + (f" Not drawn (bracket ≤ 0, or N_eff/N above {EMPIRICAL_TOP:g}): {left_out}." if left_out else ""),
     )
+    flag_bounds(fig, {f"this run's neff_{tensor} fit": fits.get(f"neff_{tensor}") for tensor in TENSOR_NAMES})
     return fig
 
 
@@ -306,6 +337,7 @@ def fig14(tables, fits):
                 bits = np.linspace(points[column].min(), points[column].max(), 40)
                 at = law_inputs(N, D, column, bits)
                 ax.plot(bits, fit.predict(at), "--", color=colour, lw=1)
+            seed_band(ax, points[column], points["loss"], point_seed_sd(tables), colour)
         partner_line(ax, rows, N, D)
         ax.set(xlabel="training precision of the swept tensor (bits)", ylabel="held-out loss (nats/token)")
         ax.set_title(f"N {compact_number(N)}, D {compact_number(rows.loc[rows['D'] == D, 'budget'].iloc[0])} tokens")
@@ -315,8 +347,9 @@ def fig14(tables, fits):
         fig,
         "Each tensor's sweep with the other two in fp32, at the recipe seed; dotted: the fp32 partner; dashed: "
         f"that tensor's marginal N_eff fit. Fits: {notes}. The paper's message: activations and the KV cache cost "
-        f"more loss than weights at the same low precision. {NOISE_NOTE}",
+        f"more loss than weights at the same low precision. {noise_note(tables)}.",
     )
+    flag_bounds(fig, {f"this run's neff_{tensor} fit": fits.get(f"neff_{tensor}") for tensor in TENSOR_NAMES})
     return fig
 
 
