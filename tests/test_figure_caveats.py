@@ -3,7 +3,7 @@
 
 Which parameters a figure uses is recorded, not declared: each fit is handed to the figure wrapped so that reading
 a parameter, predicting, or evaluating its law with its parameters counts as using them. The figures are drawn from
-the committed reference/default results, whose fits sit on bounds in every study.
+the committed reference results (default and smoke), whose fits sit on bounds in every study.
 """
 
 import sys
@@ -115,9 +115,10 @@ def unflagged(fig, recorded: dict) -> list[str]:
     return missing
 
 
+@pytest.mark.parametrize("reference", ["default", "smoke"])
 @pytest.mark.parametrize("spec", FITTED_SPECS, ids=[spec.target for spec in FITTED_SPECS])
-def test_a_figure_flags_every_parameter_it_draws_on_a_bound(spec):
-    tables, fits = reference_inputs(spec)
+def test_a_figure_flags_every_parameter_it_draws_on_a_bound(spec, reference):
+    tables, fits = reference_inputs(spec, REPO_ROOT / "reference" / reference / "results")
     recorded = {name: RecordedFit(fit) for name, fit in fits.items()}
     fig = resolve_function(spec.function)(tables, recorded)
     try:

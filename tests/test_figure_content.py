@@ -11,11 +11,24 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import pytest
+import test_figure_caveats as caveat_tests
 from conftest import REPO_ROOT
+from matplotlib.collections import LineCollection
+from matplotlib.colors import to_rgba
 
-from qscaling.figures import common, data_path, figure_data
+from qscaling.figures import common, data_path, declared_figures, figure_data, resolve_function
+from qscaling.figures.caveats import (
+    BOUND_FLAG,
+    EXTRAPOLATED,
+    EXTRAPOLATED_GID,
+    SEED_BAND_GID,
+    SEED_BAND_LABEL,
+    parameter_symbol,
+)
 from qscaling.laws import load_fit
+from qscaling.pipeline import study_figure_modules
 from qscaling.studies.ahmadian2023 import figures as ahmadian_figures
+from qscaling.studies.chen2025.analysis import main_grid as chen_main_grid
 from qscaling.studies.kumar2024 import figures as kumar_figures
 from qscaling.studies.ouyang2024 import figures as ouyang_figures
 
@@ -246,3 +259,162 @@ def test_every_committed_reference_figure_draws_data():
     assert len(records) > 30
     empty = [path.relative_to(REFERENCE).as_posix() for path in records if not draws_data(json.loads(path.read_text()))]
     assert empty == []
+
+
+# The open issue's figures, drawn from reference/default where it was seen: each test names what the figure must
+# show beside its data.
+
+SPECS_BY_TARGET = {spec.target: spec for module in study_figure_modules() for spec in declared_figures(module)}
+
+
+def default_figure(target: str):
+    """The figure `target` as the workflow draws it from reference/default's tables and fits."""
+    spec = SPECS_BY_TARGET[target]
+    tables, fits = caveat_tests.reference_inputs(spec)
+    return resolve_function(spec.function)(tables, fits), tables, fits
+
+
+def seed_bands(ax) -> list:
+    return [c for c in ax.collections if c.get_gid() == SEED_BAND_GID]
+
+
+def half_widths(band) -> np.ndarray:
+    return np.array([abs(segment[1, 1] - segment[0, 1]) / 2 for segment in band.get_segments()])
+
+
+COMPARISONS_OF_SEPARATE_RUNS = [
+    "chen2025_fig2", "chen2025_fig4", "chen2025_fig7", "chen2025_fig9", "chen2025_fig13", "chen2025_fig14",
+    "sun2025_fig3", "sun2025_fig8", "sun2025_fig9", "sun2025_fig13",
+    "kumar2024_fig4", "kumar2024_fig20", "kumar2024_fig14", "kumar2024_fig1_right",
+    "ahmadian2023_fig1", "ahmadian2023_fig2", "ahmadian2023_fig3",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("target", COMPARISONS_OF_SEPARATE_RUNS)
+def test_a_figure_comparing_separately_trained_runs_draws_the_seed_band(target):
+    fig, _, _ = default_figure(target)
+    bands = [band for ax in fig.axes for band in seed_bands(ax)]
+    footer = " ".join(text.get_text() for text in fig.texts)
+    plt.close(fig)
+    assert bands and all(len(band.get_segments()) for band in bands), f"{target}: no seed band"
+    assert SEED_BAND_LABEL in footer
+
+
+def test_chen_fig4_band_is_the_claims_sigma_seed_not_the_evaluation_error():
+    fig, tables, _ = default_figure("chen2025_fig4")
+    sigma = float(tables["ratio"]["sigma_seed"].iloc[0])
+    assert sigma > 0.1  # the reference's seeds spread δ by 0.16 nats, thirty times its ±0.005 evaluation error
+    for ax in fig.axes:
+        [points] = [line for line in ax.get_lines() if line.get_marker() == "o"]
+        [band] = seed_bands(ax)
+        np.testing.assert_allclose(half_widths(band), 2 * sigma)
+        assert [s[0, 0] for s in band.get_segments()] == pytest.approx(list(points.get_xdata()))
+    plt.close(fig)
+
+
+def test_chen_fig9_band_of_a_mean_over_k_runs_is_sigma_over_root_k():
+    fig, tables, _ = default_figure("chen2025_fig9")
+    sigma = float(tables["ratio"]["sigma_seed"].iloc[0])
+    right = fig.axes[1]
+    rows = tables["evals"]
+    rows = rows[(rows["seed"] == rows["seed"].min()) & ~rows["diverged"] & (rows["precision"] == "W4A4")]
+    counts = rows[chen_main_grid(rows)].groupby("G")["delta"].count()
+    first = seed_bands(right)[0]
+    np.testing.assert_allclose(half_widths(first), 2 * sigma / np.sqrt(counts.to_numpy()))
+    plt.close(fig)
+
+
+def test_chen_fig1_draws_this_runs_fit_and_says_it_is_extrapolated():
+    fig, _, fits = default_figure("chen2025_fig1")
+    fit = fits["qat"]
+    cut = fig.axes[1]
+    [line] = [line for line in cut.get_lines() if line.get_label() == "this run's fit"]
+    N = np.asarray(line.get_xdata(), float)
+    inputs = fit.points["inputs"]
+    ratio = np.median(np.asarray(inputs["D"], float) / np.asarray(inputs["N"], float))
+    expected = fit.predict({"N": N, "D": ratio * N, "G": np.full_like(N, 128.0)})
+    np.testing.assert_allclose(line.get_ydata(), expected, rtol=1e-12)
+    assert N.min() <= min(inputs["N"]) and N.max() >= 1e11  # from the sizes it saw to the paper's
+    assert [c for c in cut.collections if c.get_gid() == EXTRAPOLATED_GID]
+    footer = " ".join(" ".join(text.get_text().split()) for text in fig.texts)
+    assert f"{EXTRAPOLATED} to N 31.6M–100B" in footer and BOUND_FLAG in footer
+    plt.close(fig)
+
+
+def test_kumar_fig1_left_stars_no_turn_within_its_noise_and_draws_error_bars():
+    fig, tables, _ = default_figure("kumar2024_fig1_left")
+    ax = fig.axes[0]
+    n = tables["ptq"]["N"].min()
+    turns = kumar_figures.turn_ups(tables["ptq"], n)
+    assert len(turns) and (turns["rise"] < 2 * turns["rise_se"]).all()  # INT3's 0.008-nat dip: noise
+    stars = [line for line in ax.get_lines() if line.get_marker() == "*"]
+    assert stars and all(to_rgba(star.get_markerfacecolor())[3] == 0 for star in stars)  # hollow: not a ★
+    bars = [c for c in ax.collections if isinstance(c, LineCollection) and len(c.get_segments())]
+    assert len(bars) == tables["ptq"]["bits"].nunique()  # one set of error bars per series, no PTQ included
+    plt.close(fig)
+
+
+def test_ahmadian_fig1_draws_binomial_error_bars_opts_stand_in_and_the_papers_table_4():
+    fig, tables, _ = default_figure("ahmadian2023_fig1")
+    accuracy, change, paper = fig.axes
+    rows = tables["evals"]
+    rows = rows[rows["final"] & rows["factor"].isin(["recipe", "outlier_prone"]) & (rows["method"] == "none")]
+    assert ahmadian_figures.items_per_task(rows) == 128
+    p = rows[list(ahmadian_figures.TASK_COLUMNS)].to_numpy(float)
+    se = np.sqrt((p * (1 - p)).sum(axis=1) / 128) / p.shape[1]
+    drawn_bars = sorted(
+        round(abs(s[1, 1] - s[0, 1]) / 2, 9)
+        for c in accuracy.collections
+        if isinstance(c, LineCollection) and c.get_gid() != SEED_BAND_GID
+        for s in c.get_segments()
+    )
+    assert set(np.round(1.96 * se, 9)) <= set(drawn_bars)
+    assert any("OPT's stand-in" in text.get_text() for text in accuracy.get_legend().get_texts())
+    expected = [100 * (w8a8 / base - 1) for base, w8a8, _ in ahmadian_figures.PAPER_TABLE4.values()]
+    assert [patch.get_height() for patch in paper.patches] == pytest.approx(expected)
+    assert seed_bands(accuracy) and seed_bands(change)
+    plt.close(fig)
+
+
+def test_sun_fig3_warns_that_its_block_fit_sits_on_bounds():
+    fig, _, fits = default_figure("sun2025_fig3")
+    footer = " ".join(" ".join(text.get_text().split()) for text in fig.texts)
+    for name in ("n", "epsilon", "gamma_B"):
+        assert fits["block"].at_bound(name)
+        assert f"{parameter_symbol(name)} = {fits['block'].params[name]:.3g}" in footer[footer.index(BOUND_FLAG) :]
+    plt.close(fig)
+
+
+def lab(colour) -> np.ndarray:
+    """CIE L*a*b* (D65) of an sRGB colour."""
+    rgb = np.array(to_rgba(colour)[:3])
+    linear = np.where(rgb <= 0.04045, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
+    xyz = np.array([[0.4124, 0.3576, 0.1805], [0.2126, 0.7152, 0.0722], [0.0193, 0.1192, 0.9505]]) @ linear
+    xyz /= [0.95047, 1.0, 1.08883]
+    f = np.where(xyz > (6 / 29) ** 3, np.cbrt(xyz), xyz / (3 * (6 / 29) ** 2) + 4 / 29)
+    return np.array([116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])])
+
+
+# Colour difference (CIE76 ΔE) two series of one axes keep at least: ~2 is a just-noticeable difference between
+# patches side by side; thin lines far apart need several times more to be matched to their legend entry.
+MIN_SERIES_DELTA_E = 15
+
+
+def test_sun_fig5_series_can_be_told_apart_and_its_nu_at_bound_is_flagged():
+    fig, _, fits = default_figure("sun2025_fig5")
+    ax = fig.axes[0]
+    colours = [lab(handle.get_color()) for handle in ax.get_legend().legend_handles]
+    closest = min(np.linalg.norm(a - b) for i, a in enumerate(colours) for b in colours[i + 1 :])
+    assert closest >= MIN_SERIES_DELTA_E
+    footer = " ".join(" ".join(text.get_text().split()) for text in fig.texts)
+    assert fits["capybara"].at_bound("nu") and f"{BOUND_FLAG} in this run's Capybara fit: ν = 10" in footer
+    plt.close(fig)
+
+
+def test_ouyang_fig1_says_this_runs_fit_is_extrapolated_from_its_own_sizes():
+    fig, _, _ = default_figure("ouyang2024_fig1")
+    legend = [text.get_text() for text in fig.axes[-1].get_legend().get_texts()]
+    footer = " ".join(" ".join(text.get_text().split()) for text in fig.texts)
+    assert f"this run's fit ({EXTRAPOLATED})" in legend
+    assert f"fitted on N 20.9k–201k, D 252k–8M, {EXTRAPOLATED} to N 7B–405B, D 1B–100T" in footer
+    plt.close(fig)

@@ -15,6 +15,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
+import test_figure_caveats as caveat_tests
 from conftest import REPO_ROOT
 from matplotlib.collections import PathCollection
 from matplotlib.colors import to_rgba
@@ -467,3 +468,23 @@ def test_a_raw_column_name_as_legend_title_is_found_and_tidied_into_words():
     tidy_figure(fig)
     assert raw_column_legends(fig) == [] and ax.get_legend().get_title().get_text() == "bit width"
     plt.close(fig)
+
+
+def test_kumar_fig4_labels_clear_the_panel_to_their_left_and_each_size_keeps_its_colour():
+    """As drawn from reference/default, where its three budgets' panels showed both defects."""
+    spec = next(spec for spec in SPECS if spec.target == "kumar2024_fig4")
+    tables, fits = caveat_tests.reference_inputs(spec)
+    fig = resolve_function(spec.function)(tables, fits)
+    assert len(fig.axes) == 3
+    problems = layout_problems(fig)
+    assert not problems, json.dumps(problems, indent=1, ensure_ascii=False)
+
+
+def test_a_label_over_the_next_panel_and_a_recoloured_series_are_found():
+    fig, axes = new_figure(2, 1, width=2.0, height=2.4)
+    for ax, colour in zip(axes[0], ("C0", "C1")):
+        ax.plot([1, 2], [1, 2], color=colour, label="N 20k")
+        ax.legend(fontsize=6)
+    axes[0][1].set_ylabel("a y label long enough to need room", labelpad=40)
+    found = layout_problems(fig, tidy=False)
+    assert "texts over another panel" in found and "a series changes colour between panels" in found

@@ -9,7 +9,7 @@ import pandas as pd
 import seaborn as sns
 
 from qscaling.figures import add_footer, figure, new_figure
-from qscaling.figures.caveats import flag_bounds, mark_extrapolation
+from qscaling.figures.caveats import extrapolation_note, flag_bounds, mark_extrapolation
 from qscaling.laws import LAWS
 from qscaling.laws import kumar2024 as law
 from qscaling.studies.kumar2024.analysis import critical_tokens, fit_rows, schedule_ratio
@@ -24,11 +24,11 @@ _SENSITIVITIES = [f"{name}_{tensor}" for tensor in law.TENSORS for name in ("gam
 _GAPS = "; gaps in a dashed curve: no optimum between the lowest precision its γ_x, n_x allow and 64 bits"
 
 
-def _sources(fits):
+def _sources(fits, drawn):
     """[(label, params)]: Table 2, then Table 2 with this run's joint fit's γ_x, n_x — the scale-free part of the
     law: its A, B, α, E come from models of ≤ 10⁵ parameters and are not carried to these N and D — and the note
     that says so, naming each γ_x, n_x the fit held at Table 2's value (`flag_joint_bounds` flags those on a
-    bound)."""
+    bound) and where the figure draws them beyond the inputs the fit saw (`drawn`: {input: (low, high)})."""
     fit = fits.get("neff_joint")
     if fit is None:
         return [("paper", dict(_NEFF_PAPER))], "Constants: Kumar et al. 2024, Table 2"
@@ -36,6 +36,7 @@ def _sources(fits):
         raise ValueError(f"fit for {fit.law.name!r} passed where a fit of 'kumar2024.neff' was expected")
     ours = {**_NEFF_PAPER, **{name: fit.params[name] for name in _SENSITIVITIES}}
     flags = [f"{name} held" for name in _SENSITIVITIES if fit.held_fixed(name)]
+    flags += [beyond] if (beyond := extrapolation_note(fit, drawn)) else []
     fitted = ", ".join(f"{name} {fit.params[name]:.3g}" for name in _SENSITIVITIES)
     note = (
         "Solid: Kumar et al. 2024, Table 2; dashed: Table 2's A, B, α, E with this run's γ_x, n_x (neff_joint: "
@@ -53,10 +54,10 @@ def flag_joint_bounds(fig, fits) -> None:
 @figure(law_only=True, fits=_JOINT_FIT)
 def fig3_left(tables, fits):
     """N_eff/N against bits for weights, activations, KV cache, and all three at once (tied)."""
-    sources, note = _sources(fits)
+    bits = np.linspace(3, 12, 200)
+    sources, note = _sources(fits, {f"P_{tensor}": (bits[0], bits[-1]) for tensor in law.TENSORS})
     fig, axes = new_figure(width=5.0, height=3.6)
     ax = axes[0][0]
-    bits = np.linspace(3, 12, 200)
     for label, params in sources:
         curves = {f"P_{t}": law.precision_fraction(params, bits, t) for t in law.TENSORS}
         curves["tied (w, a, kv)"] = np.prod(list(curves.values()), axis=0)
@@ -77,10 +78,10 @@ def fig3_left(tables, fits):
 @figure(law_only=True, fits=_JOINT_FIT)
 def fig6_right(tables, fits, sizes=(1e9, 8e9, 70e9)):
     """Compute-optimal training precision P*(D) for a fixed model size; the joint optimum is flat at P*."""
-    sources, note = _sources(fits)
+    tokens = np.logspace(9, 14, 60)
+    sources, note = _sources(fits, {"N": (min(sizes), max(sizes)), "D": (tokens[0], tokens[-1])})
     fig, axes = new_figure(width=5.0, height=3.6)
     ax = axes[0][0]
-    tokens = np.logspace(9, 14, 60)
     for label, params in sources:
         for color, N in zip(sns.color_palette(), sizes):
             optimum = [law.optimum_or_nan(law.fixed_size_optimal_precision, params, N, D) for D in tokens]
@@ -117,12 +118,14 @@ def _inference_optimum(params, cost, served_tokens) -> tuple[float, float, float
 @figure(law_only=True, fits=_JOINT_FIT)
 def fig9(tables, fits, served=(0.0, 1e12, 1e13)):
     """Optimal P*, N*, D* against total cost when serving tokens is part of the cost (assumed cost model)."""
-    sources, note = _sources(fits)
-    fig, axes = new_figure(3, 1, width=3.6, height=3.2)
     costs = np.logspace(21, 27, 13)
+    sources, _ = _sources(fits, {})
+    fig, axes = new_figure(3, 1, width=3.6, height=3.2)
+    ours = []  # this run's (P*, N*, D*) rows: the sizes and budgets its γ_x, n_x are carried to
     for label, params in sources:
         for color, served_tokens in zip(sns.color_palette(), served):
             optima = np.array([_inference_optimum(params, c, served_tokens) for c in costs])
+            ours += list(optima) if label == "this run" else []
             for ax, column in zip(axes[0], optima.T):
                 ax.plot(
                     costs,
@@ -131,6 +134,9 @@ def fig9(tables, fits, served=(0.0, 1e12, 1e13)):
                     color=color,
                     label=f"{served_tokens:.0e} tokens served" if label == "paper" else None,
                 )
+    solved = np.array([row for row in ours if np.isfinite(row).all()]).reshape(-1, 3)
+    _, note = _sources(fits, {name: (solved[:, i].min(), solved[:, i].max()) for i, name in ((1, "N"), (2, "D"))}
+                       if len(solved) else {})  # fmt: skip
     for ax, name in zip(axes[0], ("P* (bits)", "N*", "D*")):
         ax.set(xscale="log", yscale="log", xlabel="total cost (FLOP-equivalents)", ylabel=name)
     axes[0][0].legend(fontsize=6, loc="upper left")

@@ -4,6 +4,7 @@ learning-rate sweep."""
 import numpy as np
 
 from qscaling.figures import add_footer, compact_number, figure, new_figure, series_palette
+from qscaling.figures.caveats import flag_bounds, mark_extrapolation
 from qscaling.studies.ladder.analysis import ALPHA_TARGET, EPOCH_AI, FLAT, flat_ridge
 
 PAPER = "common"
@@ -46,6 +47,8 @@ def ladder(tables, fits):
             by_n.plot(n_line, fit.predict({"N": n_line, "D": d}), color=budget_colours[budget], lw=1)
         for n in sizes:
             by_d.plot(d_line, fit.predict({"N": np.full_like(d_line, n), "D": d_line}), color=size_colours[n], lw=1)
+        mark_extrapolation(by_n, fit, "N", (n_line[0], n_line[-1]))
+        mark_extrapolation(by_d, fit, "D", (d_line[0], d_line[-1]))
     by_n.set(xscale="log", xlabel="N (non-embedding parameters)", ylabel="held-out loss (nats/token)",
              title="loss vs N at fixed D")  # fmt: skip
     by_d.set(xscale="log", xlabel="D (training tokens)", ylabel="held-out loss (nats/token)",
@@ -58,6 +61,7 @@ def ladder(tables, fits):
         f"Points: this run's annealed (WSD cooldown) models, ± s.e. over held-out windows; lines: this run's fit, "
         f"{summary}. Epoch AI's refit of Chinchilla: α = {EPOCH_AI['alpha']}, β = {EPOCH_AI['beta']}.",
     )
+    flag_bounds(fig, {"this run's Chinchilla fit": fit})
     return fig
 
 
@@ -93,6 +97,7 @@ def ladder_profile(tables, fits):
         "This run's annealed ladder grid, the Chinchilla law refitted with E fixed at each point (no bootstrap). "
         f"Epoch AI's refit of Chinchilla (44M–16B parameters): α = {EPOCH_AI['alpha']}, E = {EPOCH_AI['E']}.",
     )
+    flag_bounds(fig, {"this run's free Chinchilla fit": fit}, drawn=("E", "alpha"))
     return fig
 
 

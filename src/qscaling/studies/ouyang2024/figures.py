@@ -325,6 +325,7 @@ def fig7(tables, fits):
         "This run: Kaplan-form fit to the unquantized losses plus the unified QiD fit"
         f"; right: {len(positive)} of {len(rows)} points (QiD > 0, drawable on log axes)",
     )
+    flag_bounds(fig, {"this run's QiD fit": qid, "this run's Kaplan-form fit": kaplan})
     return fig
 
 
@@ -377,6 +378,8 @@ def fig9(tables, fits):
                 ax.plot(x, fit.predict({"N": np.full_like(x, n), "D": x}), color=color)
         ax.set(xscale="log", yscale="log", title=f"N = {n:,}", ylabel="QiD")
     add_footer(fig, "This run; lines: k·D^β/N^α fitted per method (GPTQ line: from the compare fits when listed)")
+    names = ["compare_" + quantizer.replace(" ", "_").replace(":", "_") for quantizer in palette]
+    flag_bounds(fig, {f"this run's {name} fit": fits.get(name) for name in names})
     return fig
 
 
