@@ -58,7 +58,7 @@ MIN_SERIES_CONTRAST = 1.5
 def add_footer(fig, text: str, color="0.35") -> None:
     """A small note under the axes: which constants, data or scale produced the figure. `tidy_figure` puts it
     below the lowest tick label, axis label or legend (several footers stack in the order added), wrapped to the
-    figure's width."""
+    width of what it sits under."""
     fig.text(0.01, 0, text, fontsize=6, color=color, ha="left", va="top", wrap=True, gid=FOOTER_GID)
 
 
@@ -202,15 +202,31 @@ def _place_footers(fig, renderer) -> None:
     footers = [text for text in fig.texts if text.get_gid() == FOOTER_GID]
     for footer in footers:
         footer.set_in_layout(False)
+    width = fig.get_tightbbox(renderer).width * fig.dpi  # the footers' lines: as wide as what they sit under
     for footer in footers:
         content = fig.get_tightbbox(renderer)  # inches
         gap = 4 / 72
         footer.set_position((content.x0 / fig.get_figwidth(), (content.y0 - gap) / fig.get_figheight()))
         # Matplotlib wraps a text only while drawing it, so its measured box is one line per paragraph: the lines
-        # it will break into are written out here, so that the next footer is placed under all of them.
-        footer.set_text(footer._get_wrapped_text())
+        # are broken here instead, so that the next footer is placed under all of them.
+        footer.set_text(_wrapped(footer, renderer, width))
         footer.set_wrap(False)
         footer.set_in_layout(True)
+
+
+def _wrapped(text, renderer, width: float) -> str:
+    """`text`'s string with each paragraph broken between words into lines at most `width` pixels wide."""
+    font, lines = text.get_fontproperties(), []
+    for paragraph in text.get_text().split("\n"):
+        line = ""
+        for word in paragraph.split(" "):
+            longer = f"{line} {word}" if line else word
+            if line and renderer.get_text_width_height_descent(longer, font, ismath=False)[0] > width:
+                lines.append(line)
+                longer = word
+            line = longer
+        lines.append(line)
+    return "\n".join(lines)
 
 
 # Table columns seaborn writes as legend titles (and as section headers inside a legend), in words.
