@@ -312,7 +312,7 @@ def test_another_seed_changes_exactly_the_artifacts_that_depend_on_it(smoke_run,
 
     workdir = tmp_path / "other_seed"
     shutil.copytree(smoke_run, workdir, symlinks=True)
-    table = sorted((workdir / "results" / "ptq" / "kumar2024").rglob("*.parquet"))[0].relative_to(workdir)
+    table = sorted((workdir / "results" / "scores" / "kumar2024").rglob("*.parquet"))[0].relative_to(workdir)
     overrides = tmp_path / "seed.yaml"
     overrides.write_text("presets:\n  smoke:\n    studies:\n      kumar2024:\n        calibration: {seed: 1}\n")
     result = run_snakemake(

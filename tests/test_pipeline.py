@@ -80,7 +80,7 @@ def test_plain_snakemake_makes_the_same_bytes_as_the_warm_worker(smoke_run, tmp_
     warm = smoke_run
 
     def first_scored(study: str) -> str:
-        return sorted((warm / "results" / "ptq" / study).rglob("*.parquet"))[0].relative_to(warm).as_posix()
+        return sorted((warm / "results" / "scores" / study).rglob("*.parquet"))[0].relative_to(warm).as_posix()
 
     targets = [
         "figures/common/learning_curves.png",

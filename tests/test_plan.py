@@ -43,9 +43,11 @@ def test_the_plan_command_prints_the_reuse_ratio():
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.startswith("smoke: ") and "compute reuse " in result.stdout
     # Every row's columns line up under the header, the longest study name included.
-    header, *rows = result.stdout.splitlines()[1:-1]
+    lines = result.stdout.splitlines()
+    header, *rows = lines[1 : next(i for i, line in enumerate(lines) if line.startswith("all ")) + 1]
     assert {row.index(row.split()[-1]) + len(row.split()[-1]) for row in rows} == {len(header)}
     assert any(row.startswith("kumar2024_training ") for row in rows)
+    assert lines[-1].startswith("training compute ") and "GPU-hours" in lines[-1]
 
 
 def test_a_target_is_planned_with_only_what_it_needs(capsys):

@@ -225,7 +225,7 @@ def cluster_targets(local_run: Path) -> list[str]:
     evaluation, a table, a figure. The whole smoke DAG would cost ~25 s of Snakemake start-up per job on
     two cores; this slice keeps the test to a few minutes."""
     # kumar2024's tables come from score_kumar2024.
-    ptq_tables = sorted((local_run / "results" / "ptq" / "kumar2024").rglob("*.parquet"))
+    ptq_tables = sorted((local_run / "results" / "scores" / "kumar2024").rglob("*.parquet"))
     assert ptq_tables, "the smoke DAG has no PTQ evaluation to send to a GPU"
     return ["figures/common/learning_curves.png", ptq_tables[0].relative_to(local_run).as_posix()]
 

@@ -108,6 +108,7 @@ PTQ = Law(
     formula="delta = C_T * D^gamma_D / N^gamma_N * exp(-P_post/gamma_post)",
     params=_PTQ_PARAMS,
     inputs=("N", "D", "P_post"),
+    infinite_allowed=("P_post",),
     target="delta",
     huber_delta=DEGRADATION_HUBER_DELTA,
     function=ptq_degradation,
@@ -127,6 +128,7 @@ NEFF = Law(
     formula="L = A*N_eff^-alpha + B*D^-alpha + E,  N_eff = N * prod_x (1 - exp(-P_x/gamma_x + n_x)), x in w,a,kv",
     params=_CHINCHILLA_PARAMS + _NEFF_PARAMS,
     inputs=("N", "D", "P_w", "P_a", "P_kv"),
+    infinite_allowed=_PRECISIONS,
     target="loss",
     function=training_precision_loss,
     identified_by=_NEFF_IDENTIFIED_BY,
@@ -151,6 +153,7 @@ UNIFIED = Law(
     + _PTQ_PARAMS
     + tuple(Param(f"C_{tensor}", 1e-2, 1e2, start=(0.1, 10.0), log=True) for tensor in TENSORS),
     inputs=("N", "D", "P_w", "P_a", "P_kv", "P_post"),
+    infinite_allowed=(*_PRECISIONS, "P_post"),
     target="loss",
     function=unified_loss,
     identified_by={
@@ -241,6 +244,7 @@ FORMS = {
         formula=formula,
         params=_CHINCHILLA_PARAMS + params,
         inputs=("N", "D", "P_w"),
+        infinite_allowed=("P_w",),
         target="loss",
         function=function,
         identified_by={**_FORM_IDENTIFIED, **pinned, **{param.name: ("P_w",) for param in params}},

@@ -82,6 +82,8 @@ class Law:
     # rows where the input takes that value. A table pins it only with rows at that level and rows at a level
     # no such parameter acts on (where the factor is 1 and the law's other constants are measured).
     levels: dict[str, tuple[str, float]] = field(default_factory=dict)
+    # inputs where +inf is a value the law defines (a precision of inf bits: the tensor is kept unquantized)
+    infinite_allowed: tuple[str, ...] = ()
 
     @property
     def param_names(self) -> tuple[str, ...]:

@@ -134,7 +134,8 @@ def check_rows(law: Law, table: pd.DataFrame) -> None:
             row = table.index[np.argmax(bad.to_numpy())]
             raise ValueError(f"column {name!r}, row {row}: {_shown(table.at[row, name])} is not a number")
         # A value beyond float64 (1e400) reads as inf; neither can be fitted, nor a prediction made at it.
-        infinite = ~np.isfinite(values.to_numpy(dtype=float))
+        numbers = values.to_numpy(dtype=float)
+        infinite = ~np.isfinite(numbers) & ~((numbers == np.inf) & (name in law.infinite_allowed))
         if infinite.any():
             row = table.index[np.argmax(infinite)]
             raise ValueError(f"column {name!r}, row {row}: {_shown(table.at[row, name])} is not a finite number")
