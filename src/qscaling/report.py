@@ -86,7 +86,8 @@ def verdict_counts(claims: pd.DataFrame) -> pd.DataFrame:
 
 def readme_results(claims: pd.DataFrame) -> str:
     """The README's results table: every study's verdict counts, linked to the page with every claim."""
-    header = ["study", "claims", *VERDICTS, *(m if m != "inconclusive" else "magnitude inconclusive" for m in MAGNITUDES)]
+    magnitudes = [m if m not in VERDICTS else f"magnitude {m}" for m in MAGNITUDES]
+    header = ["study", "claims", *VERDICTS, *magnitudes]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in verdict_counts(claims).to_dict("records"):
         name = row["study"]
