@@ -230,6 +230,22 @@ def read_noise_model(path: str | os.PathLike = NOISE_PATH) -> NoiseModel:
         raise ValueError(f"{path}: {e}") from e
 
 
+def write_noise_models(models: Mapping[str, NoiseModel], path: str | os.PathLike = NOISE_PATH) -> None:
+    """Several noise models in one file, by name (the seed study's: "loss" of a full-precision run, "delta" of a
+    quantized run against its partner)."""
+    write_json(path, {name: model.to_dict() for name, model in sorted(models.items())})
+
+
+def read_noise_models(path: str | os.PathLike = NOISE_PATH) -> dict[str, NoiseModel]:
+    try:
+        payload = json.loads(Path(path).read_text())
+        if not isinstance(payload, dict) or not payload:
+            raise ValueError("expected noise models by name")
+        return {str(name): NoiseModel.from_dict(model) for name, model in payload.items()}
+    except (KeyError, TypeError, ValueError) as e:
+        raise ValueError(f"{path}: {e}") from e
+
+
 class Interval(NamedTuple):
     low: float
     high: float

@@ -11,7 +11,7 @@ from qscaling.config import Common
 from qscaling.settings import ConfigError, StudySettings, check_against_schema
 from qscaling.studies.study import Study
 
-BUILTIN = ("ladder", "kumar2024", "ouyang2024", "ahmadian2023", "chen2025", "sun2025", "kumar2024_training")
+BUILTIN = ("ladder", "kumar2024", "ouyang2024", "ahmadian2023", "chen2025", "sun2025", "kumar2024_training", "noise")
 
 
 def module_of(name: str, block: dict) -> str:

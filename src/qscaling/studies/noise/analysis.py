@@ -1,0 +1,45 @@
+"""The seed study's analysis: its table (one row per run: size, budget, precision, seed, loss and, for a quantized
+run, δ against its fp32 partner of the same seed) and the noise model built from it (`results/fits/noise.json`)."""
+
+import pandas as pd
+
+from qscaling.noise import NoiseModel, write_noise_models
+from qscaling.studies.noise.grid import FULL, STUDY
+from qscaling.studies.noise.settings import NoiseSettings
+from qscaling.studies.tables import partnered_table
+
+LABELS = ["precision"]
+DIVERGED_RULE = (
+    "a run that diverged keeps its row with diverged = True and no loss (a partner that diverged leaves δ empty); "
+    "the noise model and the figure read only the rows that trained, and say how many seeds each σ rests on"
+)
+
+
+def build_table(rows: pd.DataFrame, settings: NoiseSettings) -> pd.DataFrame:
+    """One row per run: its held-out loss and, for the quantized precision, δ = its loss − its fp32 partner's,
+    paired over the same windows (`delta_se`: that pairing's evaluation noise)."""
+    table = partnered_table(rows, STUDY, ["precision"], LABELS, "precision", FULL)
+    return table.sort_values(["N", "budget", "precision", "seed"]).reset_index(drop=True)
+
+
+def claims(tables: dict, fits: dict, settings: NoiseSettings) -> list[dict]:
+    """None of its own: the study measures the noise every other study's claims are held to."""
+    return []
+
+
+def noise_models(table: pd.DataFrame) -> dict[str, NoiseModel]:
+    """σ_seed per (size, budget) of the trained runs: "loss" of the fp32 runs' held-out loss, "delta" of the
+    quantized runs' δ (a seed moves a run and its partner together; δ is what it moves apart)."""
+    trained = table[~table["diverged"]]
+    full, quantized = trained[trained["precision"] == FULL], trained[trained["precision"] != FULL]
+    label = quantized["precision"].iloc[0] if len(quantized) else "the quantized precision"
+    return {
+        "loss": NoiseModel.from_frame(full, value="loss", quantity="held-out loss of an fp32 run", budget="budget"),
+        "delta": NoiseModel.from_frame(
+            quantized, value="delta", quantity=f"δ of a {label} run against its fp32 partner", budget="budget"
+        ),
+    }
+
+
+def noise_model_job(inputs: dict, outputs: dict, params: dict) -> None:
+    write_noise_models(noise_models(pd.read_parquet(inputs["table"])), outputs["noise"])

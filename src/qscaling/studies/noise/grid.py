@@ -1,0 +1,64 @@
+"""The seed study's grid (torch-free): every size × budget × seed in full precision and at one quantized-training
+precision, each checkpoint scored as trained, and the job that turns its table into the noise model."""
+
+from qscaling.config import Common
+from qscaling.layout import Layout
+from qscaling.quant.precision import canonical_training_precision
+from qscaling.settings import ConfigError
+from qscaling.studies.grids import PartneredPoint, as_trained_scoring, partnered_evaluations
+from qscaling.studies.noise.settings import MIN_SEEDS, NoiseSettings
+from qscaling.studies.study import Evaluation, Job, Scoring, label
+
+STUDY = "noise"
+KEY = f"studies.{STUDY}"
+FULL = "fp32"
+NOISE_MODEL = "results/fits/noise.json"  # the file every study's claims read their σ from
+
+
+def check(settings: NoiseSettings, common: Common) -> None:
+    common.check_sizes(f"{KEY}.sizes", settings.sizes)
+    if len(settings.seeds) < MIN_SEEDS:
+        raise ConfigError(f"config key {KEY}.seeds: {len(settings.seeds)} seeds, at least {MIN_SEEDS} measure σ_seed")
+    if settings.precision.label == FULL:
+        raise ConfigError(f"config key {KEY}.precision.label: {FULL!r} names the full-precision partner")
+    try:
+        canonical_training_precision(settings.precision.training_precision)
+    except (TypeError, ValueError) as error:
+        raise ConfigError(f"config key {KEY}.precision.training_precision: {error}") from None
+
+
+def plan(settings: NoiseSettings, common: Common, planner) -> list[Evaluation]:
+    """Each (size, budget, seed): the quantized run and its fp32 partner of the same seed. Runs whose spec another
+    study plans too (the recipe's trunks, a QAT study's seed repeats) are trained once."""
+    quantized = settings.precision
+    points = [
+        PartneredPoint(
+            size,
+            budget,
+            quantized.training_precision,
+            label(precision=quantized.label, seed=seed),
+            label(precision=FULL, seed=seed),
+            {"seed": seed},
+        )
+        for size in settings.sizes
+        for budget in settings.budgets
+        for seed in settings.seeds
+    ]
+    return partnered_evaluations(STUDY, settings, planner, points)
+
+
+def scoring(settings: NoiseSettings, common: Common, layout: Layout) -> Scoring:
+    return as_trained_scoring(settings, common, layout)
+
+
+def jobs(settings: NoiseSettings, common: Common, evaluations: list[Evaluation], layout: Layout) -> list[Job]:
+    """`noise_model`: σ of a loss and of a δ per (size, budget) from the study's table (`results/fits/noise.json`)."""
+    return [
+        Job(
+            "model",
+            "qscaling.studies.noise.analysis:noise_model_job",
+            {"table": layout.table(STUDY)},
+            {"noise": NOISE_MODEL},
+            message="the seed-to-seed noise model",
+        )
+    ]
