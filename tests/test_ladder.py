@@ -61,8 +61,9 @@ def test_the_sweeps_recipe_point_is_the_grids_run(default_config):
 
 def test_peak_lr_and_warmup_follow_the_size():
     training = Training.model_construct(
-        lr=4e-3, lr_reference_params=1e5, lr_exponent=0.5, warmup_tokens_per_param=2.0, warmup_max_fraction=0.1
-    )
+        lr=4e-3, lr_reference_params=1e5, lr_exponent=0.5, warmup_tokens_per_param=2.0, warmup_max_fraction=0.1,
+        warmup_min_steps=0, batch_size=16, seq_len=128,
+    )  # fmt: skip
     assert training.peak_lr(100_000) == 4e-3
     assert training.peak_lr(400_000) == 2e-3 and training.peak_lr(25_000) == 8e-3
     assert training.peak_lr(30_000) == float(f"{4e-3 * 0.3**-0.5:.3g}")  # 3 significant digits
@@ -70,6 +71,12 @@ def test_peak_lr_and_warmup_follow_the_size():
     assert training.warmup_tokens(50_000, "wsd", 10**9) == 100_000  # a trunk: N-scaled, whatever its length
     assert training.warmup_tokens(50_000, "cosine", 500_000) == 50_000  # capped at a tenth of a short run
     assert training.warmup_tokens(50_000, "cosine", 5_000_000) == 100_000
+    # At least warmup_min_steps steps of 16 × 128 tokens: a small model's N-scaled warmup is lengthened, a large
+    # model's kept; a cosine run's cap at a tenth still holds.
+    floored = training.model_copy(update={"warmup_min_steps": 50})
+    assert floored.warmup_tokens(20_000, "wsd", 10**9) == 50 * 2048
+    assert floored.warmup_tokens(80_000, "wsd", 10**9) == 160_000
+    assert floored.warmup_tokens(20_000, "cosine", 500_000) == 50_000
 
 
 def test_planned_runs_carry_the_size_recipe(default_config):
@@ -78,7 +85,9 @@ def test_planned_runs_carry_the_size_recipe(default_config):
     for size, shape in shapes(default_config).items():
         spec = planner.spec(size, 1_000_000, schedule="wsd")
         n = shape.non_embedding_params
-        assert spec.lr == training.peak_lr(n) and spec.warmup_tokens == round(training.warmup_tokens_per_param * n)
+        least = training.warmup_min_steps * training.batch_size * training.seq_len
+        assert spec.lr == training.peak_lr(n)
+        assert spec.warmup_tokens == max(round(training.warmup_tokens_per_param * n), least)
     assert planner.spec("N21k", 1_000_000, lr=1e-3).lr == 1e-3  # a study's override wins
 
 

@@ -90,6 +90,10 @@ class Training(Settings):
     )
     dropout: float = Field(ge=0, lt=1, description="residual and attention dropout")
     warmup_tokens_per_param: float = Field(ge=0, description="linear warmup over this many tokens per parameter N")
+    warmup_min_steps: int = Field(
+        ge=0,
+        description="the fewest optimizer steps a warmup takes, whatever the size (a short warmup lets a seed spike)",
+    )
     warmup_max_fraction: float = Field(ge=0, le=1, description="the largest share of a cosine run spent warming up")
     schedule: Anneal = Field(description="wsd (constant after warmup; cooldown branches anneal) or cosine")
     autocast: Literal["bf16", "fp16"] | None = Field(description="null (fp32) or a 16-bit autocast format")
@@ -103,10 +107,13 @@ class Training(Settings):
         return peak if multiplier == 1 else round_lr(peak * multiplier)
 
     def warmup_tokens(self, n_params: int, schedule: str, total_tokens: int) -> int:
-        """Linear warmup over `warmup_tokens_per_param`·N tokens, so it grows with the model and not with the
-        budget (a WSD trunk serves every budget, so its warmup cannot depend on one); a cosine run's warmup is
-        also capped at `warmup_max_fraction` of its tokens, so a short run is not mostly warmup."""
-        tokens = round(self.warmup_tokens_per_param * n_params)
+        """Linear warmup over `warmup_tokens_per_param`·N tokens and at least `warmup_min_steps` steps, so it grows
+        with the model and not with the budget (a WSD trunk serves every budget, so its warmup cannot depend on
+        one); a cosine run's warmup is also capped at `warmup_max_fraction` of its tokens, so a short run is not
+        mostly warmup."""
+        tokens = max(
+            round(self.warmup_tokens_per_param * n_params), self.warmup_min_steps * self.batch_size * self.seq_len
+        )
         if schedule == "cosine":
             tokens = min(tokens, math.floor(self.warmup_max_fraction * total_tokens))
         return tokens

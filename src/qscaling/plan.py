@@ -36,7 +36,7 @@ class RunPlan:
 # Keys of the `training` section that are not RunSpec fields: the shape's context, checkpointing, and the rules
 # that turn a size into its peak LR and warmup (`Training.peak_lr`, `Training.warmup_tokens`).
 RECIPE_KEYS = ("seq_len", "state_every_steps", "lr", "lr_reference_params", "lr_exponent", "warmup_tokens_per_param",
-               "warmup_max_fraction")  # fmt: skip
+               "warmup_min_steps", "warmup_max_fraction")  # fmt: skip
 
 
 def log_spaced_tokens(start: int, stop: int, count: int) -> list[int]:
