@@ -91,6 +91,16 @@ def test_a_kernel_that_cannot_be_built_warns_once_and_leaves_the_other_paths(mon
         cpu_kernel._extension.cache_clear()
 
 
+def test_each_checkout_builds_its_own_kernel_so_two_never_rebuild_each_others(monkeypatch, tmp_path):
+    names = {}
+    for checkout in ("a", "b"):
+        monkeypatch.setattr(cpu_kernel, "SOURCE", tmp_path / checkout / "kernels" / "fake_quant_cpu.cpp")
+        names[checkout] = cpu_kernel._build_name("avx2")
+    assert names["a"] != names["b"] and all(name.isidentifier() for name in names.values())
+    monkeypatch.undo()
+    assert cpu_kernel._build_name("avx2") == cpu_kernel._build_name("avx2")  # one checkout: one build, reused
+
+
 @pytest.mark.parametrize("text", SPECS)
 def test_the_fused_mask_is_the_clipped_stes(text):
     spec = parse_spec(text)

@@ -1,8 +1,8 @@
 """The C++ CPU kernel (`qscaling/kernels/fake_quant_cpu.cpp`): fake quantization in one pass per group, the
 reference's bits for every spec but stochastic rounding and absmean scales.
 
-It is built by torch's cpp_extension the first time a process needs it (30–60 s, once per machine and CPU path)
-and cached on disk (`TORCH_EXTENSIONS_DIR`, default `~/.cache/torch_extensions`); later processes load the
+It is built by torch's cpp_extension the first time a process needs it (30–60 s, once per machine, CPU path and
+checkout) and cached on disk (`TORCH_EXTENSIONS_DIR`, default `~/.cache/torch_extensions`); later processes load the
 cached library in well under a second, so every job — a QAT step on tensors of a few thousand elements as much as
 a 4096² benchmark — takes it with no start-up to repay. Built without FMA contraction or fast-math, with AVX2 or
 AVX-512 where torch's CPU path uses them (`ATEN_CPU_CAPABILITY=default`: scalar code); the bits are the same
@@ -12,6 +12,7 @@ paths.
 """
 
 import functools
+import hashlib
 import warnings
 from pathlib import Path
 
@@ -41,6 +42,13 @@ def supports(x: torch.Tensor, spec: QuantSpec) -> bool:
     )
 
 
+def _build_name(capability: str) -> str:
+    """The build's name, one per CPU path and checkout: torch's build file names the source's path, so two
+    checkouts sharing one build would rebuild it in turn, each time a process of the other loads it."""
+    checkout = hashlib.sha256(str(SOURCE).encode()).hexdigest()[:8]
+    return f"qscaling_fake_quant_{capability}_{checkout}"
+
+
 def _openmp_flags() -> list[str]:
     """["-fopenmp"] where torch runs on a libgomp already loaded in this process: the kernel's libgomp.so.1 then
     resolves to that same library, so at::parallel_for shares torch's threads. Elsewhere (another OpenMP runtime,
@@ -59,7 +67,7 @@ def _extension():
     openmp = _openmp_flags()
     try:
         return load(
-            name=f"qscaling_fake_quant_{capability}",
+            name=_build_name(capability),
             sources=[str(SOURCE)],
             extra_cflags=[
                 "-O3",
