@@ -163,6 +163,7 @@ def table1(tables, fits):
         "This run's fit comes from models under 1M parameters: at 1B–405B it extrapolates 4–7 decades in N."
         + _unbounded_note(fits.get("qid")),
     )
+    flag_bounds(fig, {"this run's QiD fit": fits.get("qid")})
     return fig
 
 
@@ -293,6 +294,7 @@ def fig6(tables, fits):
                 ax.plot(x, fit.predict({"N": np.full_like(x, n), "D": x, "P": np.full_like(x, b)}), color=color)
         ax.set(xscale="log", yscale="log", title=f"{b}-bit", ylabel="QiD")
     add_footer(fig, "This run; lines: unified QiD fit" + (f", R² = {fit.r2:.2f}" if fit else " (no fit)"))
+    flag_bounds(fig, {"this run's QiD fit": fit})
     return fig
 
 
