@@ -3,6 +3,7 @@ precision, each checkpoint scored as trained, and the job that turns its table i
 
 from qscaling.config import Common
 from qscaling.layout import Layout
+from qscaling.noise import NOISE_PATH
 from qscaling.quant.precision import canonical_training_precision
 from qscaling.settings import ConfigError
 from qscaling.studies.grids import PartneredPoint, as_trained_scoring, partnered_evaluations
@@ -12,7 +13,6 @@ from qscaling.studies.study import Evaluation, Job, Scoring, label
 STUDY = "noise"
 KEY = f"studies.{STUDY}"
 FULL = "fp32"
-NOISE_MODEL = "results/fits/noise.json"  # the file every study's claims read their σ from
 
 
 def check(settings: NoiseSettings, common: Common) -> None:
@@ -58,7 +58,7 @@ def jobs(settings: NoiseSettings, common: Common, evaluations: list[Evaluation],
             "model",
             "qscaling.studies.noise.analysis:noise_model_job",
             {"table": layout.table(STUDY)},
-            {"noise": NOISE_MODEL},
+            {"noise": NOISE_PATH},
             message="the seed-to-seed noise model",
         )
     ]
