@@ -299,12 +299,13 @@ def test_an_outlier_rule_that_counts_zero_everywhere_cannot_fail(default_setting
 
 
 def test_decay_budget_follows_the_sizes_recipe(default_config):
-    """Default: 600k tokens of 16 × 128 are 293 steps; N40k warms up over its 40,160 tokens (20 steps) to its peak
-    LR 0.0104, so Σ lr·wd at wd 0.1 is ≈ 0.30: enough for weight decay to act."""
+    """Default: 600k tokens of 16 × 128 are 293 steps; N40k warms up over the recipe's 50-step floor (102,400
+    tokens) to its peak LR 0.00846, so Σ lr·wd at wd 0.1 is ≈ 0.23: enough for weight decay to act."""
     steps, mean_lr = claims.decay_budget(default_config.training, 600_000, 40_160)
-    warmup = [0.0104 * (i + 1) * 2048 / (40_160 + 2048) for i in range(20)]  # lr_at's linear warmup, by hand
-    assert steps == 293 and mean_lr == pytest.approx((sum(warmup) + 273 * 0.0104) / 293)
-    assert mean_lr * 0.1 * steps == pytest.approx(0.295, abs=1e-3)
+    warmup = [0.00846 * (i + 1) * 2048 / (102_400 + 2048) for i in range(50)]  # lr_at's linear warmup, by hand
+    assert steps == 293 and mean_lr == pytest.approx((sum(warmup) + 243 * 0.00846) / 293)
+    assert mean_lr * 0.1 * steps == pytest.approx(0.227, abs=1e-3)
+    assert mean_lr * 0.1 * steps > claims.DECAY_TO_ACT
 
 
 def test_weight_decay_that_cannot_act_in_the_runs_steps_is_not_exercised(default_config, raw_config, default_settings):

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from test_figure_layout import layout_problems
 
 from qscaling.config import ConfigError, resolve_config
 from qscaling.figures import figure_data
@@ -128,3 +129,9 @@ def test_the_figure_draws_every_seed_and_names_each_cells_sigma():
     assert "σ_seed" in footer and "5 seeds" in footer and "N83k / 1M tokens" in footer
     seeds = [line["y"] for panel in data["axes"] for line in panel["lines"] if len(line["y"]) == 5]
     assert sum(map(len, seeds)) == len(table) + len(table) // 2  # every loss, then every δ
+
+
+def test_the_figure_is_legible():
+    """The smoke reference does not run the seed study, so test_figure_layout's checks run here on its table."""
+    fig = noise_figure({"noise": synthetic_table(np.random.default_rng(2), seeds=5)}, {})
+    assert not layout_problems(fig)

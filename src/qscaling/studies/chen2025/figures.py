@@ -428,6 +428,7 @@ def fig13(tables, fits):
            title=f"INT4 law on FP4: mean |error| {error:.0%}")  # fmt: skip
     for frame, colour in ((int4, "0.6"), (fp4, "C1")):
         seed_band(ax, np.asarray(fit.predict(frame), float), frame["delta"], seed_sd(tables), colour)
+    ax.xaxis.set_major_locator(MaxNLocator(3))  # δ of 1e-4 nats prints five decimals: room for three labels
     ax.legend(fontsize=6)
     add_footer(fig, f"The INT4 W4A4 law fitted on this run's INT4 points, evaluated at each FP4 point's (N, D, G); "
                f"{noise_note(tables)}.")  # fmt: skip

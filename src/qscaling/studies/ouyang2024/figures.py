@@ -448,7 +448,7 @@ def fig13(tables, fits):
     add_footer(
         fig,
         "Values from each model's card or paper; the source of every bar is in fig13.csv beside this figure "
-        "(src/qscaling/figures/data/open_7b_models_tokens.csv); hatched: not verified against a stored copy.",
+        "(src/qscaling/studies/ouyang2024/data/open_7b_models_tokens.csv); hatched: not verified against a stored copy.",
     )
     return fig
 
