@@ -7,6 +7,7 @@ import pytest
 
 from qscaling.config import ConfigError, Training, resolve_config
 from qscaling.laws import chen2025 as law
+from qscaling.noise import OWN_REPEATS_NOTE, mad_sigma
 from qscaling.plan import Planner
 from qscaling.studies.chen2025 import STUDY, analysis, grid
 from qscaling.studies.chen2025.figures import table2_frame
@@ -269,10 +270,11 @@ def test_an_effect_within_the_seed_noise_floor_is_inconclusive_however_tight_its
     table = synthetic_table(noise=0.01)
     quiet = claim_rows(seeded(table, [0.01, 0.0101, 0.0099]))
     text = "W4A4 QAT error falls with model size (γ_N > 0)"
-    assert quiet[text]["verdict"] == "reproduced" and "σ_seed = 0.0001 over 3 seeds" in quiet[text]["ci"]
+    assert quiet[text]["verdict"] == "reproduced" and "MAD of 3 seeds at N1 / 500 tokens" in quiet[text]["noise"]
+    assert OWN_REPEATS_NOTE in quiet[text]["noise"] and float(quiet[text]["expected_effect"]) > 0
     noisy = claim_rows(seeded(table, [0.0, 0.5, 1.0]))
     assert noisy[text]["verdict"] == "inconclusive"
-    assert "≤ 2 σ_seed" in noisy[text]["statistic"]
+    assert "the 95 % t-floor of σ_seed" in noisy[text]["statistic"]
     d_term = "The law with the D term predicts held-out sizes better than without it (Table 4)"
     assert quiet[d_term]["verdict"] == "reproduced"
     assert noisy[d_term]["verdict"] == "inconclusive" and "mean |δ_W4A4|" in noisy[d_term]["statistic"]
@@ -358,4 +360,4 @@ def test_the_seed_point_is_found_by_its_planned_budget_when_whole_steps_overshoo
         D=lambda frame: frame["D"].where(frame["budget"] != 500, 512)
     )
     assert len(analysis.seed_points(table, SETTINGS)) == 3
-    assert analysis.seed_sigma(table, SETTINGS) == pytest.approx(np.std([0.01, 0.02, 0.04], ddof=1))
+    assert analysis.seed_sigma(table, SETTINGS).value == pytest.approx(mad_sigma([0.01, 0.02, 0.04]).value)

@@ -16,6 +16,7 @@ from test_ahmadian import ahmadian_settings, by_claim, synthetic_table
 
 from qscaling.config import Training
 from qscaling.laws import LAWS, Fit
+from qscaling.noise import MAD, OWN_REPEATS, Sigma
 from qscaling.studies.ahmadian2023 import claims as ahmadian
 from qscaling.studies.chen2025 import claims as chen
 from qscaling.studies.chen2025.settings import Chen2025Settings
@@ -24,7 +25,13 @@ from qscaling.studies.kumar2024_training.analysis import TABLE2
 from qscaling.studies.sun2025 import claims as sun
 from qscaling.studies.sun2025.settings import Sun2025Settings
 
-NAN = math.nan
+
+def seed_sigma(value: float, dof: float = 100.0) -> Sigma:
+    """σ_seed of `value` nats with `dof` degrees of freedom (100: t ≈ 1.98)."""
+    return Sigma(value, dof, 5, MAD, f"σ_seed {value:g} nats, {dof:g} dof")
+
+
+QUIET = seed_sigma(1e-9)  # a seed noise far below every effect here: the claims' own intervals decide
 
 
 class FitParts(SimpleNamespace):
@@ -53,13 +60,13 @@ def acting_settings(module_raw_config):
     return ahmadian_settings(module_raw_config, training={"lr": 0.3})
 
 
-@pytest.mark.parametrize("spread, verdict", [(1e-4, "reproduced"), (3e-4, "inconclusive")])
+@pytest.mark.parametrize("spread, verdict", [(1e-5, "reproduced"), (3e-4, "inconclusive")])
 def test_ahmadian_between_runs_use_the_t_quantile(acting_settings, spread, verdict):
-    """bf16 vs fp16, δ difference 1.5e-3 nats, σ_seed from 3 seeds 3e-4 apart: at 53d1b33 ±1.96 SE gave
-    [6.7e-4, 2.3e-3], "reproduced"; t at 2 dof (4.30) covers 0."""
+    """bf16 vs fp16, δ difference 1.5e-3 nats, σ_seed the MAD of 3 seeds `spread` either side of the recipe (1.0
+    dof, t ≈ 12): at 53d1b33 ±1.96 SE of a 3e-4 spread gave [6.7e-4, 2.3e-3], "reproduced"; the t-quantile covers 0."""
     table = synthetic_table(True, seed_spread=spread)
     row = by_claim(ahmadian.claims({"table": table}, {}, acting_settings), "bf16 training")
-    assert row["verdict"] == verdict and "t at 2 dof" in row["ci"]
+    assert row["verdict"] == verdict and "t at σ_seed's 1.0 dof" in row["ci"], row
 
 
 def test_ahmadian_w4_and_the_outlier_rule_can_fail_and_be_inconclusive(acting_settings):
@@ -112,7 +119,7 @@ def chen_pair(weights_ci, activations_ci, activations_notes=()) -> dict:
 def test_chen_weights_against_activations(fits, verdict, magnitude):
     """At 53d1b33 an exponent on its bound made the magnitude "inconclusive", though [0.25, 0.5] (open above)
     lies wholly beyond the paper's 0.128."""
-    row = chen._weights_vs_activations_claim(NO_ROWS, fits, CHEN, NAN, "no σ_seed")
+    row = chen._weights_vs_activations_claim(NO_ROWS, fits, CHEN, QUIET)
     assert (row["verdict"], row["magnitude"]) == (verdict, magnitude), row
 
 
@@ -134,8 +141,8 @@ def fc2_table(cuts) -> pd.DataFrame:
 def test_chen_fc2_cut(cuts, verdict):
     """σ_seed 0.005 over 3 seeds, three points: a 0.01 cut has SE 0.0041. At 53d1b33 ±1.96 SE reproduced it;
     t at 2 dof does not."""
-    row = chen._fc2_claim(fc2_table(cuts), CHEN, 0.005, 3, "σ_seed = 0.005 over 3 seeds")
-    assert row["verdict"] == verdict and "t at 2 dof" in row["ci"]
+    row = chen._fc2_claim(fc2_table(cuts), CHEN, seed_sigma(0.005, 2.0))
+    assert row["verdict"] == verdict and "t at σ_seed's 2.0 dof" in row["ci"]
 
 
 def kurtosis_table(fc2_leads) -> pd.DataFrame:
@@ -205,8 +212,8 @@ def capybara(delta_ci, nu_ci, notes=()) -> FitParts:
 )
 def test_sun_exponent_over_mantissa(fit, verdict, magnitude, monkeypatch):
     """At 53d1b33 ν on its bound made the magnitude "inconclusive", though δ − ν ≤ −7.4 lies far below 0.238."""
-    monkeypatch.setattr(sun, "precision_effect", lambda fit, rows: 1.0)
-    row = sun._exponent_over_mantissa_claim(fit, pd.DataFrame(), NAN, "no σ_seed")
+    monkeypatch.setattr(sun, "precision_effect", lambda params, rows: 1.0)
+    row = sun._exponent_over_mantissa_claim(fit, pd.DataFrame(), QUIET)
     assert (row["verdict"], row["magnitude"]) == (verdict, magnitude), row
 
 
@@ -242,8 +249,8 @@ def test_sun_backward_inputs(gaps, verdict, monkeypatch):
     losses = {"P2": 3.1, "P4": 3.1 - gaps[0], "P6": 3.1 - gaps[1]}
     rows = pd.DataFrame({"loss": losses, "delta": {k: v - 3.0 for k, v in losses.items()}})
     monkeypatch.setattr(sun, "gemm_rows", lambda table: rows)
-    row = sun._backward_inputs_claim(pd.DataFrame(), 0.005, 3, "σ_seed = 0.005 over 3 seeds")
-    assert row["verdict"] == verdict and "t at 2 dof" in row["ci"]
+    row = sun._backward_inputs_claim(pd.DataFrame(), seed_sigma(0.005, 2.0))
+    assert row["verdict"] == verdict and "t at σ_seed's 2.0 dof" in row["ci"]
 
 
 def critical_rows(losses) -> pd.DataFrame:
@@ -257,7 +264,7 @@ def critical_rows(losses) -> pd.DataFrame:
     [
         (2.5e5, (3.3, 3.2, 3.25, 3.35), "reproduced"),
         (2.5e5, (3.5, 3.4, 3.3, 3.2), "not reproduced"),  # the loss keeps falling past D_crit
-        (2.5e5, (3.3, 3.2, 3.19, 3.2), "inconclusive"),  # flat within 2 σ_seed
+        (2.5e5, (3.3, 3.2, 3.19, 3.2), "inconclusive"),  # flat within the t-floor of two runs' difference
         (1e9, (3.3, 3.2, 3.25, 3.35), "inconclusive"),  # D_crit beyond the grid
     ],
 )
@@ -265,7 +272,7 @@ def test_sun_critical_data_size(d_crit, losses, verdict, monkeypatch):
     """At 53d1b33 the claim was reproduced or inconclusive only: a loss falling past the fitted D_crit did not
     count against it."""
     monkeypatch.setattr(sun.law, "critical_data_size", lambda params, N, E, M, B: d_crit)
-    row = sun._critical_data_claim(FitParts(params={}), critical_rows(losses), 0.02, "σ_seed = 0.02")
+    row = sun._critical_data_claim(FitParts(params={}), critical_rows(losses), seed_sigma(0.02))
     assert row["verdict"] == verdict, row
 
 
@@ -273,10 +280,11 @@ def test_sun_critical_data_size(d_crit, losses, verdict, monkeypatch):
                                                    (0.0, 0.05, "inconclusive")])  # fmt: skip
 def test_sun_block_size(slope, noise, verdict, monkeypatch):
     rng = np.random.default_rng(0)
-    rows = pd.DataFrame([{"N": n, "D": d, "B": b, "loss": 3 + slope * math.log2(b) + noise * rng.standard_normal()}
+    rows = pd.DataFrame([{"N": n, "D": d, "E": 1, "M": 1, "B": b,
+                          "loss": 3 + slope * math.log2(b) + noise * rng.standard_normal()}
                          for n in (2e4, 4e4) for d in (5e5, 1e6) for b in (16, 32, 64, 128)])  # fmt: skip
     monkeypatch.setattr(sun, "block_rows", lambda table: rows)
-    assert sun._block_size_claim(pd.DataFrame(), SUN, 1e-4, "σ_seed = 1e-4")["verdict"] == verdict
+    assert sun._block_size_claim(pd.DataFrame(), SUN, seed_sigma(1e-4))["verdict"] == verdict
 
 
 @pytest.mark.parametrize(
@@ -285,7 +293,7 @@ def test_sun_block_size(slope, noise, verdict, monkeypatch):
 )  # fmt: skip
 def test_sun_capybara_against_kumar_form(errors, sigma, verdict):
     capybara_fit, kumar_fit = (FitParts(heldout_relative_error=e, r2=0.9) for e in errors)
-    row = sun._form_claim(capybara_fit, kumar_fit, pd.DataFrame({"loss": [3.0, 3.2]}), sigma, "σ_seed")
+    row = sun._form_claim(capybara_fit, kumar_fit, pd.DataFrame({"loss": [3.0, 3.2]}), seed_sigma(sigma))
     assert row["verdict"] == verdict
 
 
@@ -304,7 +312,7 @@ def neff(gammas: dict, notes=(), ns=None) -> FitParts:
 @pytest.fixture
 def no_floor(monkeypatch):
     """Every fitted precision cost 1 nat: the seed floor never decides."""
-    monkeypatch.setattr(training, "precision_cost", lambda fit, rows: 1.0)
+    monkeypatch.setattr(training, "precision_cost", lambda fit, rows, paper=False: 1.0)
     monkeypatch.setattr(training, "sweep_rows", lambda rows, tensor: rows)
 
 
@@ -321,7 +329,7 @@ def test_training_activation_gamma_below_weights(no_floor, gamma_w, gamma_a, not
     """At 53d1b33 γ_a on its bound made the magnitude "inconclusive" with no CI shown, though γ_w − γ_a ≥ 2.4
     lies far above 0.464."""
     fits = {"neff_w": neff({"gamma_w": gamma_w}), "neff_a": neff({"gamma_a": gamma_a}, notes)}
-    row = training._ordering_claim(fits, pd.DataFrame(), "a", NAN, "no σ_seed")
+    row = training._ordering_claim(fits, pd.DataFrame(), "a", QUIET)
     assert (row["verdict"], row["magnitude"]) == (verdict, magnitude), row
 
 
@@ -330,7 +338,7 @@ def test_training_activation_gamma_below_weights(no_floor, gamma_w, gamma_a, not
 )
 def test_training_kv_gamma_below_weights(no_floor, gamma_kv, verdict):
     fits = {"neff_w": neff({"gamma_w": (2.6, 2.7)}), "neff_kv": neff({"gamma_kv": gamma_kv})}
-    assert training._ordering_claim(fits, pd.DataFrame(), "kv", NAN, "no σ_seed")["verdict"] == verdict
+    assert training._ordering_claim(fits, pd.DataFrame(), "kv", QUIET)["verdict"] == verdict
 
 
 @pytest.mark.parametrize(
@@ -344,7 +352,7 @@ def test_training_kv_gamma_below_weights(no_floor, gamma_kv, verdict):
 def test_training_saturation_by_eight_bits(no_floor, gamma_w, n_w, verdict, magnitude):
     """At 53d1b33 a CI of [5e-28, 1] "covered" the paper's 6.8 %."""
     fit = neff({"gamma_w": gamma_w}, ns=n_w)
-    row = training._saturation_claim(fit, pd.DataFrame(), NAN, "no σ_seed")
+    row = training._saturation_claim(fit, pd.DataFrame(), QUIET)
     assert (row["verdict"], row["magnitude"]) == (verdict, magnitude), row
 
 
@@ -360,16 +368,20 @@ def test_training_saturation_by_eight_bits(no_floor, gamma_w, n_w, verdict, magn
 def test_training_compute_optimal_precision(no_floor, p_star, notes, verdict, magnitude):
     fit = FitParts(params=dict(TABLE2), notes=list(notes), ill_conditioned=False, jacobian_condition=10.0)
     draws = pd.DataFrame({"P_star": np.linspace(*p_star, 200)})
-    row = training._optimal_precision_claim(fit, draws, pd.DataFrame(), NAN, "no σ_seed")
+    row = training._optimal_precision_claim(fit, draws, pd.DataFrame(), QUIET)
     assert (row["verdict"], row["magnitude"]) == (verdict, magnitude), row
 
 
 def ptq_gaps(gaps) -> pd.DataFrame:
     """GPTQ rows of six (N, D) cells: an 8-bit-trained point post-quantized to 4 bits beside its fp32 partner,
-    the partner's δ larger by the cell's gap."""
+    the partner's δ larger by the cell's gap; the first cell also at seeds 1 and 2, its gap 1e-5 either side (the
+    gap's own seed noise, far below the cells' spread)."""
     rows = []
-    for (n, d), gap in zip([(n, d) for n in (2e4, 4e4, 8e4) for d in (5e5, 1e6)], gaps, strict=True):
-        cell = {"method": "gptq", "size": f"N{n:g}", "N": n, "D": d, "seed": 0, "P_post": 4}
+    cells = [(n, d) for n in (2e4, 4e4, 8e4) for d in (5e5, 1e6)]
+    repeats = [(0, cell, gap) for cell, gap in zip(cells, gaps, strict=True)]
+    repeats += [(seed, cells[0], gaps[0] + offset) for seed, offset in ((1, 1e-5), (2, -1e-5))]
+    for seed, (n, d), gap in repeats:
+        cell = {"method": "gptq", "size": f"N{n:g}", "N": n, "D": d, "seed": seed, "P_post": 4}
         rows += [{**cell, "precision": "fp32", "P_train": 32, "delta": 0.02 + gap},
                  {**cell, "precision": "W8", "P_train": 8, "delta": 0.02}]  # fmt: skip
     return pd.DataFrame(rows)
@@ -387,5 +399,5 @@ def test_training_robustness_under_later_ptq(gaps, verdict):
     """Six cells, mean gap 0.002 with SD 0.0023 (the third case): at 53d1b33 ±1.96 SE gave [1.8e-4, 3.8e-3],
     "reproduced"; t at 5 dof (2.57) covers 0."""
     for method in ("gptq", "rtn"):
-        row = training._robustness_claim(ptq_gaps(gaps).assign(method=method), method)
+        row = training._robustness_claim(ptq_gaps(gaps).assign(method=method), method, OWN_REPEATS)
         assert row["verdict"] == verdict and "t over 6 (N, D) cells" in row["ci"], row

@@ -146,10 +146,13 @@ def test_render_markdown_shows_both_verdicts():
         claim("test", "no separation", statistic="ρ = 0.1", ci="|ρ| < 0.5", verdict="inconclusive"),
     ]
     header, rule, first, second = render_markdown(claims_frame(rows, "smoke")).splitlines()
-    assert header == "| study | claim | statistic | 95 % CI | direction | paper | magnitude | scale |"
-    assert rule == "|---|---|---|---|---|---|---|---|"
-    assert first.endswith("| **reproduced** | 0.5068 | covers paper | smoke |")
-    assert r"\|ρ\| < 0.5" in second and second.count(" | ") == 7
+    assert header == (
+        "| study | claim | statistic | 95 % CI | direction | paper | magnitude | σ_seed held to | expected effect "
+        "| min. detectable | scale |"
+    )
+    assert rule == "|---|---|---|---|---|---|---|---|---|---|---|"
+    assert first.endswith("| **reproduced** | 0.5068 | covers paper |  |  |  | smoke |")
+    assert r"\|ρ\| < 0.5" in second and second.count(" | ") == 10
 
 
 def test_a_ci_too_wide_to_miss_the_paper_value_is_uninformative():

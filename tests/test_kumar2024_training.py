@@ -304,7 +304,7 @@ def test_claims_on_a_law_that_holds(synthetic_fits, synthetic_draws):
     assert optimal["statistic"].startswith("P* = 6.1") and optimal["paper"] == "7"
     assert optimal["magnitude"] == "excludes paper"
     assert activations["paper"] == "0.4643" and activations["magnitude"] == "excludes paper"
-    assert kv["paper"] == "1.7167" and "σ_seed" in kv["ci"]
+    assert kv["paper"] == "1.7167" and "σ_seed" in kv["noise"] and float(kv["expected_effect"]) > 0
     # 1 − f_w(8) = e^(−8/2.5 + 0.3) = 0.055 here, 0.068 in Table 2.
     assert saturation["statistic"].startswith("1 − N_eff/N at P_w = 8: 0.055")
     assert saturation["paper"] == "0.068"
@@ -313,9 +313,9 @@ def test_claims_on_a_law_that_holds(synthetic_fits, synthetic_draws):
 def test_effects_inside_the_seed_noise_are_inconclusive(synthetic_fits, synthetic_draws):
     _, fits = synthetic_fits
     noisy = synthetic_table(seed_spread=5.0)
-    assert seed_sigma(noisy) > 1.0
+    assert seed_sigma(noisy).value > 1.0
     for row in list(_claims(noisy, fits, synthetic_draws).values())[:4]:
-        assert row["verdict"] == "inconclusive" and "≤ 2 σ_seed" in row["statistic"], row["claim"]
+        assert row["verdict"] == "inconclusive" and "the 95 % t-floor of σ_seed" in row["statistic"], row["claim"]
         assert row["magnitude"] == "inconclusive"
 
 
@@ -469,10 +469,10 @@ def test_a_model_trained_at_lower_precision_degrading_less_under_ptq_is_reproduc
     near = recipe["P_train"] - recipe["P_post"] < 6
     assert (recipe.loc[near, "gap"] > 0).all() and (recipe.loc[~near, "gap"] < 0).all()
     row = _robustness(synthetic_ptq_table())
-    assert row["verdict"] == "reproduced" and row["magnitude"] == "no paper value" and "σ_seed of the gap" in row["ci"]
+    assert row["verdict"] == "reproduced" and row["magnitude"] == "no paper value" and "P_w" in row["noise"]
     # The same gaps where the seeds alone move δ_PTQ by far more: inconclusive.
     noisy = _robustness(synthetic_ptq_table(seed_spread=1.0))
-    assert noisy["verdict"] == "inconclusive" and "≤ 2 σ_seed" in noisy["statistic"]
+    assert noisy["verdict"] == "inconclusive" and "the 95 % t-floor of σ_seed" in noisy["statistic"]
     # Training precision that buys no robustness (C_w huge: the interaction factor is 1 wherever P_post < P_w):
     # only the smaller N_eff is left, and the low-precision-trained models degrade more.
     flat = _robustness(synthetic_ptq_table(noise=0.0, params={**UNIFIED_TRUE, "C_w": 100.0}))

@@ -12,8 +12,11 @@ import pytest
 from qscaling.noise import (
     MAD,
     NOISE_PATH,
+    OWN_REPEATS,
+    OWN_REPEATS_NOTE,
     POOLED_MAD,
     RULE,
+    ClaimNoise,
     NoiseModel,
     Sigma,
     cluster_bootstrap,
@@ -29,8 +32,9 @@ from qscaling.noise import (
     weighted_mean,
     within_noise,
     write_noise_model,
+    write_noise_models,
 )
-from qscaling.studies.claims import INCONCLUSIVE, claim, floored_by_seed_noise
+from qscaling.studies.claims import INCONCLUSIVE, NO_SIGMA, claim, floored_by_seed_noise
 
 SIGMA = 0.02  # nats: the true seed-to-seed σ of one run's loss
 REPLICATES = 20_000
@@ -239,17 +243,55 @@ def test_an_unmeasured_cell_gets_the_conservative_rule_named_in_its_source():
     assert "N21k / 0.5M tokens, N40k / 1M tokens" in ruled.source
 
 
-def test_floors_use_the_t_quantile_and_the_old_call_sites_keep_two_sigma():
+def test_floors_use_the_t_quantile_and_name_the_sigma_they_used():
     sigma = mad_sigma([4.10, 4.12, 4.11, 4.13, 4.09], CELL)  # 2 dof: t ≈ 4.3
     row = claim("study", "text", statistic="slope 0.5", ci="[0.1, 0.9]", verdict="reproduced")
     effect = 3 * sigma.value
     assert within_noise(effect, sigma) and not within_noise(5 * sigma.value, sigma)
-    floored = floored_by_seed_noise(row, effect, sigma, None, "effect")
+    floored = floored_by_seed_noise(row, effect, sigma, "effect", expected=0.5)
     assert floored["verdict"] == INCONCLUSIVE
-    assert "95 % t-floor of σ_seed (2.0 dof)" in floored["statistic"]
-    assert floored["ci"] == f"[0.1, 0.9] ({sigma.source})"
-    assert floored_by_seed_noise(row, effect, sigma.value, "σ_seed", "effect")["verdict"] == "reproduced"
-    assert floored_by_seed_noise(row, effect, 2 * sigma.value, "σ", "effect")["statistic"].endswith("≤ 2 σ_seed")
+    assert "the 95 % t-floor of σ_seed" in floored["statistic"]
+    assert floored["ci"] == "[0.1, 0.9]" and floored["noise"] == sigma.source
+    assert floored["min_detectable"] == f"{noise_floor(sigma):.2g}" and floored["expected_effect"] == "0.5"
+    clear = floored_by_seed_noise(row, 5 * sigma.value, sigma, "effect")
+    assert clear["verdict"] == "reproduced" and clear["noise"] == sigma.source
+    # A difference of two runs (scale √2) needs more.
+    assert floored_by_seed_noise(row, 5 * sigma.value, sigma, "effect", math.sqrt(2))["verdict"] == INCONCLUSIVE
+
+
+def test_a_claim_between_runs_without_any_sigma_is_inconclusive():
+    row = claim("study", "text", statistic="slope 0.5", ci="[0.1, 0.9]", verdict="reproduced")
+    floored = floored_by_seed_noise(row, 10.0, None, "effect")
+    assert floored["verdict"] == INCONCLUSIVE and floored["statistic"].endswith("not held to any σ_seed")
+    assert floored["noise"] == NO_SIGMA and floored["min_detectable"] == ""
+
+
+def test_claims_read_the_seed_study_where_it_runs_and_their_own_repeats_elsewhere():
+    frame = seed_frame()
+    models = {"delta": NoiseModel.from_frame(frame, value="loss", quantity="δ")}
+    own = {("N21k", 500_000): [0.10, 0.30, 0.11]}
+    from_study = ClaimNoise(models).sigma("delta", [("N21k", 500_000)], own)
+    assert from_study == models["delta"].sigma("N21k", 500_000)
+    # Over several cells, the largest σ with the fewest dof.
+    both = ClaimNoise(models).sigma("delta", [("N21k", 500_000), ("N40k", 1_000_000)], own)
+    measured = [models["delta"].sigma("N21k", 500_000), models["delta"].sigma("N40k", 1_000_000)]
+    assert both.value == max(s.value for s in measured) and both.dof == min(s.dof for s in measured)
+    # Without the seed study (or for a quantity it does not measure): the MAD of the study's own repeats, said so.
+    fallback = OWN_REPEATS.sigma("delta", [("N21k", 500_000)], own)
+    assert fallback.value == mad_sigma(own[("N21k", 500_000)]).value and OWN_REPEATS_NOTE in fallback.source
+    assert ClaimNoise(models).sigma("loss", [("N21k", 500_000)], own).source == fallback.source
+    # Diverged repeats are left out; fewer than two left, or none apart, measure nothing.
+    assert OWN_REPEATS.sigma("delta", [], {("N21k", 500_000): [0.1, math.nan]}) is None
+    assert OWN_REPEATS.sigma("delta", [], {("N21k", 500_000): [0.1, 0.1, 0.2]}) is None
+    pooled = OWN_REPEATS.sigma("delta", [], {("N21k", 500_000): [0.1, 0.2, 0.4], ("N40k", 1_000_000): [0.2, 0.1]})
+    assert pooled.estimator == POOLED_MAD and pooled.runs == 5
+
+
+def test_claim_noise_reads_the_seed_study_file(tmp_path):
+    models = {"delta": NoiseModel.from_frame(seed_frame(), value="loss", quantity="δ")}
+    write_noise_models(models, tmp_path / "noise.json")
+    assert ClaimNoise.read(tmp_path / "noise.json").models == models
+    assert ClaimNoise.read(None) == OWN_REPEATS
 
 
 @pytest.mark.parametrize(

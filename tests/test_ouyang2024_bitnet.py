@@ -8,6 +8,7 @@ from test_figure_content import drawn
 
 from qscaling.config import ConfigError, resolve_config
 from qscaling.layout import Layout
+from qscaling.noise import OWN_REPEATS_NOTE
 from qscaling.plan import Planner
 from qscaling.studies.ouyang2024 import STUDY, bitnet, figures, grid
 from qscaling.studies.registry import study_settings
@@ -109,13 +110,13 @@ def _curves(widening: dict, seeds: dict, bins: int = 4, noise: float = 0.0) -> p
 def test_a_gap_that_widens_beyond_the_seed_noise_at_every_size_is_reproduced():
     row = bitnet.bitnet_claim(_curves({"N3k": 0.3, "N7k": 0.2}, {0: 0.0, 1: 0.02}), recipe_seed=0)
     assert row["verdict"] == "reproduced" and "widening +0.300" in row["statistic"]
-    assert "σ_seed of the widening 0.014 over 2 seeds at N3k" in row["ci"]
+    assert "MAD of 2 seeds at N3k" in row["noise"] and OWN_REPEATS_NOTE in row["noise"]
 
 
 @pytest.mark.parametrize(
     "widening, seeds, verdict",
     [
-        ({"N3k": 0.03, "N7k": 0.2}, {0: 0.0, 1: 0.05}, "inconclusive"),  # one size within 2 σ_seed
+        ({"N3k": 0.03, "N7k": 0.2}, {0: 0.0, 1: 0.05}, "inconclusive"),  # one size within the t-floor of σ_seed
         ({"N3k": -0.3, "N7k": -0.2}, {0: 0.0, 1: 0.02}, "not reproduced"),  # the gap narrows
         ({"N3k": 0.3, "N7k": 0.2}, {0: 0.0}, "inconclusive"),  # no second seed: noise unmeasured
     ],

@@ -242,8 +242,8 @@ def test_claims_on_a_law_that_holds(synthetic_fits):
 
 def test_effects_inside_the_seed_noise_are_inconclusive(synthetic_fits):
     table, fits = synthetic_fits
-    noisy = synthetic_table(seed_spread=5.0)
-    assert analysis.seed_sigma(noisy) > 1.0
+    noisy = synthetic_table(seed_spread=5.0, seed=1)  # seed 1: neither repeat lands near the recipe's δ
+    assert analysis.seed_sigma(noisy).value > 1.0
     claims = _claims(noisy, fits)
     for text in (
         "Exponent bits matter slightly more than mantissa bits (δ > ν)",
@@ -251,7 +251,7 @@ def test_effects_inside_the_seed_noise_are_inconclusive(synthetic_fits):
         "Quantizing a backward GEMM input (P4, P6) costs less than the forward weight (P2) at equal bits (Fig. 2)",
     ):
         assert claims[text]["verdict"] == "inconclusive", text
-        assert "σ_seed" in claims[text]["ci"]
+        assert "σ_seed" in claims[text]["noise"] and float(claims[text]["min_detectable"]) > 1.0
 
 
 def test_an_exponent_on_its_bound_leaves_the_layout_claims_inconclusive(synthetic_fits):

@@ -16,8 +16,8 @@ import dataclasses
 import json
 import math
 import os
-from collections.abc import Callable, Hashable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
@@ -244,6 +244,71 @@ def read_noise_models(path: str | os.PathLike = NOISE_PATH) -> dict[str, NoiseMo
         return {str(name): NoiseModel.from_dict(model) for name, model in payload.items()}
     except (KeyError, TypeError, ValueError) as e:
         raise ValueError(f"{path}: {e}") from e
+
+
+OWN_REPEATS_NOTE = "this study's own repeats; no seed study in this run"
+
+
+def largest_sigma(sigmas: Iterable[Sigma]) -> Sigma:
+    """The most conservative of several cells' σ_seed: the largest value, the smallest dof among them."""
+    sigmas = list(sigmas)
+    if not sigmas:
+        raise ValueError("the largest σ_seed of no cells")
+    largest = max(sigmas, key=lambda sigma: sigma.value)
+    weakest = min(sigmas, key=lambda sigma: sigma.dof)
+    if len({(sigma.value, sigma.dof) for sigma in sigmas}) == 1:
+        return largest
+    source = f"largest σ_seed over the claim's {len(sigmas)} cells: {largest.source}; {weakest.dof:.1f} dof (fewest)"
+    return Sigma(largest.value, weakest.dof, weakest.runs, largest.estimator, source)
+
+
+@dataclass(frozen=True)
+class ClaimNoise:
+    """Where every claim reads σ_seed, the noise of a comparison between separately trained runs: the seed
+    study's noise models by quantity ("loss": a full-precision run's final loss, "delta": a quantized run's gap to
+    its partner) where the run makes them, at the claim's cells (the largest over them); else the MAD of the
+    study's own seed repeats, pooled over the cells that have them, its source saying so. No study keeps its own
+    estimator: a claim's `noise` column is the `source` of the σ it was held to."""
+
+    models: Mapping[str, NoiseModel] = field(default_factory=dict)
+
+    def sigma(
+        self, quantity: str, cells: Iterable[Cell], repeats: Mapping[Cell, Sequence[float]] | None = None
+    ) -> Sigma | None:
+        """σ_seed of `quantity` at the claim's `cells`; None where nothing measures it (no seed study and fewer
+        than two finite repeats with any spread)."""
+        model = self.models.get(quantity)
+        cells = sorted({(str(size), int(budget)) for size, budget in cells})
+        if model is not None and cells:
+            return largest_sigma(model.sigma(*cell) for cell in cells)
+        return own_repeats_sigma(repeats or {})
+
+    @classmethod
+    def read(cls, path: str | os.PathLike | None) -> "ClaimNoise":
+        """The seed study's models at `path` (its NOISE_PATH), or OWN_REPEATS without one."""
+        return cls(read_noise_models(path)) if path else cls()
+
+
+OWN_REPEATS = ClaimNoise()
+
+
+def own_repeats_sigma(repeats: Mapping[Cell, Sequence[float]]) -> Sigma | None:
+    """The pooled MAD of a study's own repeats by cell, diverged (non-finite) runs and cells without spread left
+    out; None where no cell keeps two seeds with spread."""
+    usable = {}
+    for cell, values in repeats.items():
+        values = np.asarray(values, dtype=float)
+        values = values[np.isfinite(values)]
+        if len(values) >= 2 and mad_scale(values) > 0:
+            usable[cell] = values
+    if not usable:
+        return None
+    if len(usable) == 1:
+        ((cell, values),) = usable.items()
+        sigma = mad_sigma(values, cell)
+    else:
+        sigma = pooled_sigma(usable)
+    return dataclasses.replace(sigma, source=f"{sigma.source} ({OWN_REPEATS_NOTE})")
 
 
 class Interval(NamedTuple):

@@ -13,6 +13,7 @@ from qscaling.atomic import write_text
 from qscaling.config import Common, Config, resolve_config
 from qscaling.figures import declared_figures, figure_inputs, figure_modules
 from qscaling.layout import LEARNING_CURVES, Layout
+from qscaling.noise import NOISE_PATH
 from qscaling.plan import Planner, log_spaced_tokens
 from qscaling.settings import StudySettings, schema_of
 from qscaling.studies.registry import BUILTIN, load_study, module_of, settings_params, study_settings
@@ -157,10 +158,12 @@ class Pipeline:
         return {name: self.artifacts[study][name] for name in self.studies[study].study.fit_inputs}
 
     def claim_inputs(self) -> dict[str, str]:
-        """Named inputs "<study>.<table>" and "<study>.fit.<name>": exactly the files the claims read."""
+        """Named inputs "<study>.<table>" and "<study>.fit.<name>": exactly the files the claims read; and "noise",
+        the seed study's noise model, where a job of this run makes it (`qscaling.noise.ClaimNoise`)."""
         tables = {f"{study}.{name}": path for study, named in self.artifacts.items() for name, path in named.items()}
         fits = {f"{study}.fit.{name}": path for study, named in self.fits.items() for name, path in named.items()}
-        return tables | fits
+        made = {str(path) for jobs in self.jobs.values() for job in jobs for path in job.outputs.values()}
+        return tables | fits | ({"noise": NOISE_PATH} if NOISE_PATH in made else {})
 
 
 def config_schema() -> dict:

@@ -5,6 +5,7 @@ RTN at a few bit widths on the last learning-curve checkpoint of each size, one 
 from pydantic import Field
 
 from qscaling.config import check_weight_spec
+from qscaling.noise import ClaimNoise
 from qscaling.settings import Bits, Calibration, PositiveInt, Sizes, StudySettings
 from qscaling.studies.claims import slope_claim
 from qscaling.studies.grids import ptq_scoring
@@ -44,7 +45,7 @@ def build_table(rows, settings: ToySettings):
     return rows.sort_values(["N", "bits"]).reset_index(drop=True)
 
 
-def claims(tables: dict, fits: dict, settings: ToySettings) -> list[dict]:
+def claims(tables: dict, fits: dict, settings: ToySettings, noise: ClaimNoise) -> list[dict]:
     rows = tables["table"][tables["table"]["method"] == "rtn"]
     return [
         slope_claim(NAME, "RTN degradation falls with bits", rows, x="bits", y="delta", by="N", expect="negative",

@@ -1,6 +1,7 @@
 """Rule collect_claims: every study's claims checked against this run → results/claims.csv and .md.
 
-Reads exactly the rule's named inputs: "<study>.<table>" (parquet) and "<study>.fit.<name>" (fit JSON).
+Reads exactly the rule's named inputs: "<study>.<table>" (parquet), "<study>.fit.<name>" (fit JSON) and, where the
+seed study runs, "noise" (its noise model, which every claim between separately trained runs is held to).
 """
 
 from qscaling.worker import delegate
@@ -9,12 +10,14 @@ delegate()  # run in the warm worker of `qscaling run` when there is one
 
 from qscaling.atomic import write_csv, write_text
 from qscaling.figures import load_figure_inputs
+from qscaling.noise import ClaimNoise
 from qscaling.provenance import job_context
 from qscaling.studies.claims import claims_frame, render_markdown
 from qscaling.studies.registry import configured_from_params
 
 with job_context(snakemake):
     params, named = snakemake.params, dict(snakemake.input.items())
+    noise = ClaimNoise.read(named.pop("noise", None))
     rows = []
     for configured in params.studies:
         study, settings = configured_from_params(configured)
@@ -26,7 +29,7 @@ with job_context(snakemake):
                 if name.startswith(prefix)
             }
         )
-        rows.extend(study.claims(tables, fits, settings))
+        rows.extend(study.claims(tables, fits, settings, noise))
     frame = claims_frame(rows, params.scale)
     write_csv(frame, snakemake.output.table)
     write_text(snakemake.output.rendered, render_markdown(frame))

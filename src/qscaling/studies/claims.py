@@ -8,6 +8,7 @@ size, and a CI too wide to have missed the paper's value (UNINFORMATIVE_*) is ne
 """
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,7 +17,14 @@ from scipy import stats
 
 from qscaling.noise import Sigma, noise_floor
 
-COLUMNS = ["study", "claim", "statistic", "ci", "verdict", "paper", "magnitude", "scale"]
+# noise: the σ_seed a claim between separately trained runs was held to (its source), empty for a claim read on one
+# checkpoint's paired evaluations; min_detectable: the smallest effect (nats) that σ_seed lets the claim resolve,
+# its 95 % t-floor; expected_effect: the effect the paper's own law predicts on this run's grid, beside it.
+COLUMNS = [
+    "study", "claim", "statistic", "ci", "verdict", "paper", "magnitude", "noise", "expected_effect", "min_detectable",
+    "scale",
+]  # fmt: skip
+NO_SIGMA = "no σ_seed: no seed study in this run and fewer than two seed repeats with any spread"
 COVERS_PAPER = "covers paper"
 EXCLUDES_PAPER = "excludes paper"
 UNINFORMATIVE = "uninformative"
@@ -37,7 +45,6 @@ UNINFORMATIVE_PAPER_MULTIPLE = 1.0
 CONFIDENCE = 0.95  # of every claim's CI
 # A CI endpoint this close (relatively) to a parameter's bound was produced by the optimiser stopping there.
 BOUND_RTOL = 1e-9
-NOISE_SIGMAS = 2  # an effect within 2 σ_seed of nothing is inconclusive
 
 
 def claim(
@@ -53,6 +60,7 @@ def claim(
     """One claims-table row. `paper` is the paper's value (a float is formatted, text kept as written); a row with
     a paper value needs its `magnitude` verdict, e.g. from `magnitude_from_interval`."""
     row = {"study": study, "claim": text, "statistic": statistic, "ci": ci, "verdict": verdict}
+    row |= {"noise": "", "expected_effect": "", "min_detectable": ""}
     if paper is None:
         if magnitude not in (None, NO_PAPER_VALUE):
             raise ValueError(f"claim {text!r}: magnitude {magnitude!r} compares with a paper value; pass paper=")
@@ -70,26 +78,47 @@ def cannot_fail_claim(study: str, text: str, reason: str) -> dict:
     return claim(study, text, statistic=f"{reason}: the test cannot fail", ci="", verdict=INCONCLUSIVE)
 
 
+@dataclass(frozen=True)
+class PaperLaw:
+    """A law at a paper's constants, predicting as a fit does: the effect the paper expects on this run's grid."""
+
+    law: object  # qscaling.laws.Law
+    params: Mapping[str, float]
+
+    def predict(self, data) -> np.ndarray:
+        return self.law(self.params, data)
+
+
+def held_to(row: dict, sigma: Sigma | None, scale: float = 1.0, expected: float | None = None) -> dict:
+    """`row` saying which σ_seed it was held to (`noise`), the smallest effect that σ_seed resolves
+    (`min_detectable`: its 95 % t-floor for an effect whose seed-to-seed SD is `scale` σ_seed, √2 for a difference
+    of two runs) and, beside it, the effect the paper's law predicts here (`expected`, nats)."""
+    expected_text = f"{expected:.2g}" if expected is not None and math.isfinite(expected) else ""
+    if sigma is None:
+        return {**row, "noise": NO_SIGMA, "expected_effect": expected_text, "min_detectable": ""}
+    floor = noise_floor(sigma, scale)
+    return {**row, "noise": sigma.source, "expected_effect": expected_text, "min_detectable": f"{floor:.2g}"}
+
+
 def floored_by_seed_noise(
-    row: dict, effect: float, sigma: Sigma | float, noise: str | None, what: str, scale: float = 1.0
+    row: dict, effect: float, sigma: Sigma | None, what: str, scale: float = 1.0, expected: float | None = None
 ) -> dict:
     """`row` made inconclusive where its whole effect (`what`, in nats) is within the seed noise of nothing:
-    separately trained runs differ by that much with no precision effect at all. With a `Sigma`, within its 95 %
-    t-floor (`qscaling.noise.noise_floor`; `scale`: the effect's seed-to-seed SD in σ_seed, √2 for a difference of
-    two runs), and `noise` defaults to its source; with a bare σ (no dof), within NOISE_SIGMAS σ. `noise` (how
-    σ_seed was measured) joins the row's CI."""
-    noise = sigma.source if noise is None and isinstance(sigma, Sigma) else noise
-    row = {**row, "ci": f"{row['ci']} ({noise})" if row["ci"] else noise}
-    if isinstance(sigma, Sigma):
-        floor = noise_floor(sigma, scale)
-        rule = f"{floor:.2g}, the 95 % t-floor of σ_seed ({sigma.dof:.1f} dof)"
+    separately trained runs differ by that much with no precision effect at all. Within the 95 % t-floor of
+    `sigma` (`qscaling.noise.noise_floor`; `scale` as `held_to`'s), and inconclusive without a σ_seed (a claim
+    between trained runs that no seed noise was measured for is not decided)."""
+    row = held_to(row, sigma, scale, expected)
+    if row["verdict"] == INCONCLUSIVE:
+        return row
+    if sigma is None:
+        statistic = f"{row['statistic']}; not held to any σ_seed"
     else:
-        floor, rule = NOISE_SIGMAS * sigma * scale, f"{NOISE_SIGMAS * scale:.3g} σ_seed"
-    if math.isfinite(floor) and effect <= floor and row["verdict"] != INCONCLUSIVE:
-        statistic = f"{row['statistic']}; {what} {effect:.2g} ≤ {rule}"
-        magnitude = row["magnitude"] if row["magnitude"] == NO_PAPER_VALUE else INCONCLUSIVE
-        return {**row, "statistic": statistic, "verdict": INCONCLUSIVE, "magnitude": magnitude}
-    return row
+        floor = noise_floor(sigma, scale)
+        if not (math.isfinite(floor) and effect <= floor):
+            return row
+        statistic = f"{row['statistic']}; {what} {effect:.2g} ≤ {floor:.2g}, the 95 % t-floor of σ_seed"
+    magnitude = row["magnitude"] if row["magnitude"] == NO_PAPER_VALUE else INCONCLUSIVE
+    return {**row, "statistic": statistic, "verdict": INCONCLUSIVE, "magnitude": magnitude}
 
 
 def verdict_from_interval(low: float, high: float, expect: str) -> str:
@@ -305,10 +334,16 @@ def claims_frame(rows: list[dict], scale: str) -> pd.DataFrame:
 
 
 def render_markdown(frame: pd.DataFrame) -> str:
-    header = ["study", "claim", "statistic", "95 % CI", "direction", "paper", "magnitude", "scale"]
+    header = [
+        "study", "claim", "statistic", "95 % CI", "direction", "paper", "magnitude", "σ_seed held to",
+        "expected effect", "min. detectable", "scale",
+    ]  # fmt: skip
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in frame.itertuples(index=False):
-        cells = [row.study, row.claim, row.statistic, row.ci, f"**{row.verdict}**", row.paper, row.magnitude, row.scale]
+        cells = [
+            row.study, row.claim, row.statistic, row.ci, f"**{row.verdict}**", row.paper, row.magnitude, row.noise,
+            row.expected_effect, row.min_detectable, row.scale,
+        ]  # fmt: skip
         # A "|" inside a cell (e.g. "|ρ| < 0.5") would otherwise end the cell.
         lines.append("| " + " | ".join(str(cell).replace("|", r"\|") for cell in cells) + " |")
     return "\n".join(lines) + "\n"

@@ -83,7 +83,8 @@ class Study:
       build_table(rows, settings)                     its tidy table from the scored rows
       fit_names(settings) / fit_laws(table, settings, **fit_inputs)   {fit name: Fit | why it could not be made}
       fit_tables(table, settings, **fit_inputs)       tables made with the fits, named by `fit_table_names`
-      claims(tables, fits, settings)                  the paper's claims checked ({"table": its table, …})
+      claims(tables, fits, settings, noise)           the paper's claims checked ({"table": its table, …}), those
+                                                      between trained runs held to noise.sigma (ClaimNoise)
     """
 
     name: str

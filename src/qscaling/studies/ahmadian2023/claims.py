@@ -3,9 +3,10 @@ against W8A8 degradation (Figs. 2-3), W4 against W8A8 (Table 4), the outlier rul
 and the outlier-prone recipe against the final one.
 
 Each ablation level is a run of its own, so a difference between levels carries seed-to-seed noise as well as
-evaluation noise: the spread of W8A8 loss δ over the recipe's seeds is added to every such comparison (the paper
-had one seed per recipe; a difference inside that spread is inconclusive, whatever the evaluation noise), and its
-CI takes the t-quantile of that spread's seeds − 1 dof: an SD from three seeds is far from exact.
+evaluation noise: σ_seed of W8A8 loss δ, from the run's noise model (`qscaling.noise.ClaimNoise`: the MAD of the
+final recipe's seeds, as the seed study measures no post-training W8A8 δ), is added to every such comparison (the
+paper had one seed per recipe; a difference inside it is inconclusive, whatever the evaluation noise), and its CI
+takes the t-quantile of σ_seed's dof: a spread of few seeds is far from exact.
 """
 
 import math
@@ -16,11 +17,13 @@ import numpy as np
 import pandas as pd
 
 from qscaling.config import Training
+from qscaling.noise import OWN_REPEATS, ClaimNoise, Sigma
 from qscaling.studies.ahmadian2023.grid import FACTORS, STUDY
 from qscaling.studies.ahmadian2023.settings import Ahmadian2023Settings
 from qscaling.studies.claims import (
     cannot_fail_claim,
     claim,
+    held_to,
     student_t_quantile,
     t_interval,
     verdict_from_interval,
@@ -46,21 +49,27 @@ def _interval(estimate: float, se: float) -> tuple[float, float]:
     return t_interval(estimate, se, math.inf)
 
 
+PTQ_DELTA = "W8A8 loss δ of a trained run"  # what σ_seed is the spread of here: no seed study measures it
+
+
 @dataclass(frozen=True)
 class SeedNoise:
-    """Seed-to-seed standard deviation of W8A8 loss δ: the final recipe at the ablation size over its seeds."""
+    """σ_seed of W8A8 loss δ between separately trained runs (None: not measured, no verdict between runs)."""
 
-    sd: float
-    seeds: int
+    sigma: Sigma | None
 
     @property
     def measured(self) -> bool:
-        return self.seeds >= 2
+        return self.sigma is not None
 
     @property
-    def dof(self) -> int:
-        """Of a sample SD over the seeds, which dominates every between-run SE it enters."""
-        return self.seeds - 1
+    def sd(self) -> float:
+        return self.sigma.value if self.sigma is not None else 0.0
+
+    @property
+    def dof(self) -> float:
+        """Of σ_seed, which dominates every between-run SE it enters (0: none, an infinite t-quantile)."""
+        return self.sigma.dof if self.sigma is not None else 0.0
 
     def interval(self, estimate: float, se: float) -> tuple[float, float]:
         """The CI of a comparison between runs whose SE holds this seed noise: t-quantile at its dof."""
@@ -68,19 +77,20 @@ class SeedNoise:
 
     def label(self) -> str:
         if not self.measured:
-            return "evaluation noise only: one seed, no seed-to-seed estimate, so no verdict between runs"
-        return f"evaluation and seed-to-seed noise, σ_seed = {self.sd:.1e} over {self.seeds} seeds, t at {self.dof} dof"
+            return "evaluation noise only: no seed-to-seed estimate, so no verdict between runs"
+        return f"evaluation and seed-to-seed noise, t at σ_seed's {self.dof:.1f} dof"
 
 
-def seed_noise(table: pd.DataFrame, settings: Ahmadian2023Settings) -> SeedNoise:
+def seed_noise(table: pd.DataFrame, settings: Ahmadian2023Settings, noise: ClaimNoise = OWN_REPEATS) -> SeedNoise:
+    """σ_seed of W8A8 loss δ over the final recipe's runs at the ablation size (its extra seeds and the recipe)."""
     size = settings.size
     rows = table[
         table["final"]
         & (table["method"] == "w8a8")
         & ((table["factor"] == "seed") | ((table["factor"] == "recipe") & (table["size"] == size)))
-    ]
-    deltas = rows.drop_duplicates("run")["delta"].to_numpy(float)
-    return SeedNoise(float(np.std(deltas, ddof=1)) if len(deltas) >= 2 else 0.0, len(deltas))
+    ].drop_duplicates("run")
+    cell = (size, int(settings.tokens))
+    return SeedNoise(noise.sigma(PTQ_DELTA, [cell], {cell: rows["delta"].tolist()}))
 
 
 def _ci(low: float, high: float, noise: SeedNoise) -> str:
@@ -98,7 +108,8 @@ def _missing(text: str, what: str) -> dict:
 def _between_runs(text: str, statistic: str, low: float, high: float, expect: str, noise: SeedNoise) -> dict:
     """A comparison of separately trained runs: decided by its CI only where the seed-to-seed spread is in it."""
     verdict = verdict_from_interval(low, high, expect) if noise.measured else "inconclusive"
-    return claim(STUDY, text, statistic=statistic, ci=_ci(low, high, noise), verdict=verdict)
+    row = claim(STUDY, text, statistic=statistic, ci=_ci(low, high, noise), verdict=verdict)
+    return held_to(row, noise.sigma, math.sqrt(2))
 
 
 def _trend_claim(rows: pd.DataFrame, factor: str, text: str, *, log_x: bool, expect: str, noise: SeedNoise) -> dict:
@@ -315,7 +326,7 @@ def _outlier_rule_claim(table: pd.DataFrame, runs: pd.DataFrame) -> dict:
     return claim(STUDY, text, statistic=statistic, ci="|ρ| < 0.5 read as no separation", verdict=verdict)
 
 
-def claims(tables: dict, fits: dict, settings: Ahmadian2023Settings) -> list[dict]:
+def claims(tables: dict, fits: dict, settings: Ahmadian2023Settings, noise: ClaimNoise = OWN_REPEATS) -> list[dict]:
     """The paper's claims on the study's table; the `training` recipe of `settings` says how far weight decay
     could act in the run's optimizer steps."""
     table = tables["table"]
@@ -323,7 +334,7 @@ def claims(tables: dict, fits: dict, settings: Ahmadian2023Settings) -> list[dic
         return [_w4_claim(table[table["final"]])]
     rows = ablation_rows(table)
     runs = rows.drop_duplicates("run")
-    noise = seed_noise(table, settings)
+    noise = seed_noise(table, settings, noise)
     return [
         _weight_decay_claim(rows, noise, settings),
         _trend_claim(

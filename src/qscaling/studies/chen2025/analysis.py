@@ -13,6 +13,7 @@ from qscaling.atomic import write_table
 from qscaling.laws import chen2025 as law
 from qscaling.laws import try_fit
 from qscaling.laws.table import constant_inputs, unidentifiable
+from qscaling.noise import Cell, ClaimNoise, Sigma, noise_floor, own_repeats_sigma
 from qscaling.stats import standard_error
 from qscaling.studies.chen2025.grid import ABSMAX, CHANNEL, FULL, INT, STUDY
 from qscaling.studies.chen2025.settings import Chen2025Settings
@@ -20,6 +21,7 @@ from qscaling.studies.tables import PARTNER_KEYS, split_diverged
 
 KEYS = [*PARTNER_KEYS, "lr_scale"]  # a QAT point and its full-precision partner share these
 LAW_INPUTS = ("N", "D", "G")
+CELL = ["size", "budget"]  # where σ_seed is measured: model size and token budget
 
 
 def main_grid(table: pd.DataFrame) -> pd.Series:
@@ -106,11 +108,22 @@ def seed_points(table: pd.DataFrame, settings: Chen2025Settings) -> pd.DataFrame
     return rows[rows["granularity"].eq(CHANNEL) if repeats.group == CHANNEL else rows["G"].eq(repeats.group)]
 
 
-def seed_sigma(table: pd.DataFrame, settings: Chen2025Settings) -> float:
-    """σ_seed: the spread (sample SD) over seeds of δ at the repeated point — the noise floor of any δ, or
-    difference of δs, between separately trained runs."""
-    deltas = seed_points(table, settings)["delta"]
-    return float(deltas.std(ddof=1)) if len(deltas) >= 2 else math.nan
+def seed_repeats(table: pd.DataFrame, settings: Chen2025Settings) -> dict[Cell, list[float]]:
+    """The repeated point's δs by (size, budget), one per seed."""
+    points = seed_points(table, settings)
+    return {(str(size), int(budget)): group["delta"].tolist() for (size, budget), group in points.groupby(CELL)}
+
+
+def seed_sigma(table: pd.DataFrame, settings: Chen2025Settings) -> Sigma | None:
+    """σ_seed of δ from this study's own seed repeats (their MAD): what its figures draw."""
+    return own_repeats_sigma(seed_repeats(table, settings))
+
+
+def seed_noise(table: pd.DataFrame, settings: Chen2025Settings, noise: ClaimNoise) -> Sigma | None:
+    """σ_seed of δ that the claims are held to: the noise model's over the main grid's cells (its largest), or the
+    study's own repeats without a seed study."""
+    cells = table.loc[main_grid(table), CELL].drop_duplicates().itertuples(index=False)
+    return noise.sigma("delta", cells, seed_repeats(table, settings))
 
 
 def grid_rows(table: pd.DataFrame, settings: Chen2025Settings, precision: str) -> pd.DataFrame:
@@ -212,11 +225,14 @@ def _with_percentile_ci(frame: pd.DataFrame, statistic, bootstrap: int, seed: in
 RATIO_VARIANTS = {"plain": "W16A4", "FC2 8-bit": "W16A4_FC2_8bit"}
 
 
-def activation_weight_ratio(table: pd.DataFrame, settings: Chen2025Settings) -> pd.DataFrame:
+def activation_weight_ratio(
+    table: pd.DataFrame, settings: Chen2025Settings, sigma: Sigma | None = None
+) -> pd.DataFrame:
     """R = δ_W16A4 / δ_W4A16 at each (N, D, G) where both trained at the recipe seed, plain and with the FC2
     input at 8 bits in the activation-only run (Fig. 8; W4A16 quantizes no activation, so it has one variant).
-    `R_se` propagates the two δs' evaluation SEs; `clear_of_seed_noise`: both δs exceed 2 σ_seed, so R is not a
-    ratio of between-run noise (which R_se leaves out)."""
+    `R_se` propagates the two δs' evaluation SEs; `clear_of_seed_noise`: both δs exceed the 95 % t-floor of
+    σ_seed (`sigma`; by default the study's own repeats'), so R is not a ratio of between-run noise (which R_se
+    leaves out)."""
     index = ["N", "D", "G"]
     rows = table[(table["seed"] == settings.training.seed) & main_grid(table)]
 
@@ -238,9 +254,10 @@ def activation_weight_ratio(table: pd.DataFrame, settings: Chen2025Settings) -> 
         ratios["delta_se_weights"] / ratios["delta_weights"],
     )
     ratios["R_se"] = ratios["R"].abs() * relative  # first-order, from the paired evaluation SEs only
-    sigma = seed_sigma(table, settings)
-    ratios["sigma_seed"] = sigma
-    ratios["clear_of_seed_noise"] = (ratios["delta_activations"] > 2 * sigma) & (ratios["delta_weights"] > 2 * sigma)
+    sigma = seed_sigma(table, settings) if sigma is None else sigma
+    floor = noise_floor(sigma) if sigma is not None else math.nan
+    ratios["sigma_seed"] = sigma.value if sigma is not None else math.nan
+    ratios["clear_of_seed_noise"] = (ratios["delta_activations"] > floor) & (ratios["delta_weights"] > floor)
     return ratios.sort_values(["variant", "G", "N", "D"], ignore_index=True)
 
 

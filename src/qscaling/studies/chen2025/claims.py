@@ -1,6 +1,8 @@
 """Chen et al. 2025's claims: the W4A4 law's exponents, weights against activations, the FC2 input, the W4A4
-decomposition, the activation-to-weight ratio and the D term, each held to the seed-noise floor σ_seed (a δ, or
-a difference of δs, between separately trained runs is noise within 2 σ_seed)."""
+decomposition, the activation-to-weight ratio and the D term, each held to the seed noise σ_seed of δ from the run's
+noise model (`qscaling.noise.ClaimNoise`): a δ, or a difference of δs, between separately trained runs within its
+95 % t-floor is noise. Each floored claim carries, beside that floor, the effect Chen et al.'s own law (Table 1)
+predicts on this run's grid."""
 
 import math
 
@@ -8,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from qscaling.laws import chen2025 as law
+from qscaling.noise import OWN_REPEATS, ClaimNoise, Sigma
 from qscaling.studies.chen2025.analysis import (
     LAW_INPUTS,
     activation_weight_ratio,
@@ -16,15 +19,16 @@ from qscaling.studies.chen2025.analysis import (
     grid_rows,
     main_grid,
     ratio_trend,
-    seed_points,
-    seed_sigma,
+    seed_noise,
 )
 from qscaling.studies.chen2025.grid import FULL, STUDY
 from qscaling.studies.chen2025.settings import Chen2025Settings
 from qscaling.studies.claims import (
     INCONCLUSIVE,
+    PaperLaw,
     claim,
     floored_by_seed_noise,
+    held_to,
     magnitude_from_interval,
     parameter_difference,
     positive_parameter_claim,
@@ -33,11 +37,9 @@ from qscaling.studies.claims import (
 )
 
 
-def claims(tables: dict, fits: dict, settings: Chen2025Settings) -> list[dict]:
+def claims(tables: dict, fits: dict, settings: Chen2025Settings, noise: ClaimNoise = OWN_REPEATS) -> list[dict]:
     table = tables["table"]
-    sigma = seed_sigma(table, settings)
-    seeds = len(seed_points(table, settings))
-    noise = f"σ_seed = {sigma:.2g} over {seeds} seeds"
+    sigma = seed_noise(table, settings, noise)
     out = []
     fit = fits.get("qat")
     for name, text, variable in (
@@ -53,20 +55,21 @@ def claims(tables: dict, fits: dict, settings: Chen2025Settings) -> list[dict]:
             out.append(claim(STUDY, text, statistic=statistic, ci="", verdict=INCONCLUSIVE))
             continue
         row = positive_parameter_claim(STUDY, text, fit, name, paper=law.QAT.paper_params["W4A4"][name])
-        effect = _effect_across(grid_rows(table, settings, "W4A4"), fit, variable)
-        out.append(floored_by_seed_noise(row, effect, sigma, noise, "effect over the grid"))
-    out.append(_weights_vs_activations_claim(table, fits, settings, sigma, noise))
-    out.append(_fc2_claim(table, settings, sigma, seeds, noise))
+        rows = grid_rows(table, settings, "W4A4")
+        effect, expected = _effect_across(rows, fit, variable), _paper_effect(rows, "W4A4", variable)
+        out.append(floored_by_seed_noise(row, effect, sigma, "effect over the grid", expected=expected))
+    out.append(_weights_vs_activations_claim(table, fits, settings, sigma))
+    out.append(_fc2_claim(table, settings, sigma))
     out.append(_kurtosis_claim(tables.get("activations")))
     decomposition_row = _decomposition_claim(decomposition(table, settings), settings)
-    out.append(_floored_by_w4a4(decomposition_row, table, settings, sigma, noise))
-    out.append(_ratio_claim(table, settings, sigma, noise))
-    out.append(_floored_by_w4a4(_d_term_claim(fits), table, settings, sigma, noise))
+    out.append(_floored_by_w4a4(decomposition_row, table, settings, sigma))
+    out.append(_ratio_claim(table, settings, sigma))
+    out.append(_floored_by_w4a4(_d_term_claim(fits), table, settings, sigma))
     return out
 
 
 def _effect_across(rows: pd.DataFrame, fit, variable: str) -> float:
-    """How far the fitted δ moves across the grid's range of `variable`, the others at their medians."""
+    """How far `fit`'s predicted δ moves across the grid's range of `variable`, the others at their medians."""
     if rows.empty:
         return math.nan
     at = {column: float(rows[column].median()) for column in LAW_INPUTS}
@@ -75,8 +78,15 @@ def _effect_across(rows: pd.DataFrame, fit, variable: str) -> float:
     return abs(high - low)
 
 
+def _paper_effect(rows: pd.DataFrame, precision: str, variable: str) -> float:
+    """`_effect_across` with Chen et al.'s own constants for `precision` (Table 1): the effect the paper predicts
+    on this grid, nan for a precision it did not fit."""
+    paper = law.QAT.paper_params.get(precision)
+    return math.nan if paper is None else _effect_across(rows, PaperLaw(law.QAT, paper), variable)
+
+
 def _weights_vs_activations_claim(
-    table: pd.DataFrame, fits: dict, settings: Chen2025Settings, sigma: float, noise: str
+    table: pd.DataFrame, fits: dict, settings: Chen2025Settings, sigma: Sigma | None
 ) -> dict:
     """γ_D(W4A16) − γ_D(W16A4) (`parameter_difference`): inconclusive where either exponent is held at the paper's
     value (nothing measured); where one sits on its bound, the direction is inconclusive and the magnitude read off
@@ -105,30 +115,42 @@ def _weights_vs_activations_claim(
         magnitude=interval.magnitude(paper),
     )
     effect = max(_effect_across(grid_rows(table, settings, p), fit, "D") for p, fit in precisions.items())
-    return floored_by_seed_noise(row, effect, sigma, noise, "largest effect of D over the grid")
+    expected = max(_paper_effect(grid_rows(table, settings, p), p, "D") for p in precisions)
+    return floored_by_seed_noise(row, effect, sigma, "largest effect of D over the grid", expected=expected)
 
 
-def _fc2_claim(table: pd.DataFrame, settings: Chen2025Settings, sigma: float, seeds: int, noise: str) -> dict:
+def _fc2_claim(table: pd.DataFrame, settings: Chen2025Settings, sigma: Sigma | None) -> dict:
     """δ_W4A4 − δ_W4A4_FC2_8bit over the points both trained: separate runs, so its noise is σ_seed·√2 per point,
-    with the t-quantile of σ_seed's seeds − 1 dof."""
+    with the t-quantile of σ_seed's dof."""
     text = "The FC2 input at 8 bits cuts W4A4 QAT error (Fig. 9)"
     index = ["N", "D", "G"]
     plain = grid_rows(table, settings, "W4A4").set_index(index)["delta"]
     fixed = grid_rows(table, settings, "W4A4_FC2_8bit").set_index(index)["delta"]
     cut = (plain - fixed).dropna()
-    if cut.empty or not math.isfinite(sigma):
-        return claim(
+    if cut.empty or sigma is None:
+        row = claim(
             STUDY, text, statistic="no W4A4 point with an FC2-8bit partner, or no σ_seed", ci="", verdict=INCONCLUSIVE
         )
-    mean = float(cut.mean())
-    low, high = t_interval(mean, sigma * math.sqrt(2 / len(cut)), seeds - 1)
-    return claim(
+        return held_to(row, sigma, math.sqrt(2 / max(len(cut), 1)))
+    mean, scale = float(cut.mean()), math.sqrt(2 / len(cut))
+    low, high = t_interval(mean, sigma.value * scale, sigma.dof)
+    expected = _paper_gap(plain.index.to_frame(index=False), "W4A4", "W4A4_FC2_8bit")
+    row = claim(
         STUDY,
         text,
         statistic=f"mean cut {mean:.2e} nats over {len(cut)} points (mean δ_W4A4 {float(plain[cut.index].mean()):.2e})",
-        ci=f"[{low:.2e}, {high:.2e}] ({noise}, t at {seeds - 1} dof)",
+        ci=f"[{low:.2e}, {high:.2e}] (t at σ_seed's {sigma.dof:.1f} dof)",
         verdict=verdict_from_interval(low, high, "positive"),
     )
+    return held_to(row, sigma, scale, expected)
+
+
+def _paper_gap(points: pd.DataFrame, first: str, second: str) -> float:
+    """The mean of δ_first − δ_second that Chen et al.'s constants predict at `points` (N, D, G)."""
+    if points.empty:
+        return math.nan
+    params = law.QAT.paper_params
+    return float(np.mean(law.QAT(params[first], points) - law.QAT(params[second], points)))
 
 
 def fc2_largest_share(full: pd.DataFrame) -> float:
@@ -186,38 +208,40 @@ def _decomposition_claim(frame: pd.DataFrame, settings: Chen2025Settings) -> dic
     )
 
 
-def _floored_by_w4a4(row: dict, table: pd.DataFrame, settings: Chen2025Settings, sigma: float, noise: str) -> dict:
+def _floored_by_w4a4(row: dict, table: pd.DataFrame, settings: Chen2025Settings, sigma: Sigma | None) -> dict:
     """c and the laws' held-out errors compare W4A4 δs of separately trained runs: with those δs themselves
-    inside 2 σ_seed, either comparison is noise."""
-    if row["verdict"] == INCONCLUSIVE:
-        return row
-    typical = float(grid_rows(table, settings, "W4A4")["delta"].abs().mean())
-    # A row without a CI of its own (the D term's) reads " (σ_seed …)" in the CI column, as every run has written it.
-    noise = noise if row["ci"] else f" ({noise})"
-    return floored_by_seed_noise(row, typical, sigma, noise, "mean |δ_W4A4|")
+    inside σ_seed's 95 % t-floor, either comparison is noise."""
+    rows = grid_rows(table, settings, "W4A4")
+    typical = float(rows["delta"].abs().mean())
+    expected = float(np.mean(law.QAT(law.QAT.paper_params["W4A4"], rows))) if len(rows) else math.nan
+    return floored_by_seed_noise(row, typical, sigma, "mean |δ_W4A4|", expected=expected)
 
 
-def _ratio_claim(table: pd.DataFrame, settings: Chen2025Settings, sigma: float, noise: str) -> dict:
-    """R's trend over the points whose two δs both clear 2 σ_seed: a ratio of δs inside the seed noise is noise."""
+def _ratio_claim(table: pd.DataFrame, settings: Chen2025Settings, sigma: Sigma | None) -> dict:
+    """R's trend over the points whose two δs both clear σ_seed's 95 % t-floor: a ratio of δs inside the seed
+    noise is noise."""
     text = "R = δ_W16A4 / δ_W4A16 falls as D/N grows (Fig. 8)"
-    ratios = activation_weight_ratio(table, settings)
+    ratios = activation_weight_ratio(table, settings, sigma)
     plain = ratios[ratios["variant"] == "plain"]
-    if not math.isfinite(sigma):
-        return claim(STUDY, text, statistic="no σ_seed", ci="", verdict=INCONCLUSIVE)
+    if sigma is None:
+        return held_to(claim(STUDY, text, statistic="no σ_seed", ci="", verdict=INCONCLUSIVE), sigma)
     clear = plain[plain["clear_of_seed_noise"]]
     if len(clear) < 3 or clear["tokens_per_param"].nunique() < 2:
-        statistic = f"{len(clear)} of {len(plain)} points have both δs above 2 σ_seed (3 at 2 D/N needed)"
-        return claim(STUDY, text, statistic=statistic, ci=noise, verdict=INCONCLUSIVE)
+        statistic = f"{len(clear)} of {len(plain)} points have both δs above σ_seed's floor (3 at 2 D/N needed)"
+        return held_to(claim(STUDY, text, statistic=statistic, ci="", verdict=INCONCLUSIVE), sigma)
     slope, low, high = ratio_trend(clear, settings.bootstrap)
-    return claim(
-        STUDY,
-        text,
-        statistic=f"slope of log R on log(D/N) = {slope:.3f} over {len(clear)} of {len(plain)} points "
-        f"(R {clear['R'].min():.2f}–{clear['R'].max():.2f})",
-        ci=f"[{low:.3f}, {high:.3f}] ({noise})",
-        verdict="reproduced" if high < 0 else ("not reproduced" if low > 0 else INCONCLUSIVE),
-        paper=round(law.RATIO_SLOPE, 4),
-        magnitude=magnitude_from_interval(low, high, law.RATIO_SLOPE),
+    return held_to(
+        claim(
+            STUDY,
+            text,
+            statistic=f"slope of log R on log(D/N) = {slope:.3f} over {len(clear)} of {len(plain)} points "
+            f"(R {clear['R'].min():.2f}–{clear['R'].max():.2f})",
+            ci=f"[{low:.3f}, {high:.3f}]",
+            verdict="reproduced" if high < 0 else ("not reproduced" if low > 0 else INCONCLUSIVE),
+            paper=round(law.RATIO_SLOPE, 4),
+            magnitude=magnitude_from_interval(low, high, law.RATIO_SLOPE),
+        ),
+        sigma,
     )
 
 

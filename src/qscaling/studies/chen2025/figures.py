@@ -28,14 +28,13 @@ SEED_TABLES = {**STUDY_TABLES, "ratio": "chen2025/ratio"}
 
 
 def seed_sd(tables) -> float:
-    """σ_seed of δ as the claims measure it (`analysis.seed_sigma`: the SD of δ over the seed repeats), read from
-    the ratio table that carries it; NaN where it is missing."""
+    """σ_seed of δ (`analysis.seed_sigma`: the MAD of the seed repeats) from the ratio table; NaN without it."""
     ratio = tables.get("ratio")
     return float(ratio["sigma_seed"].iloc[0]) if ratio is not None and len(ratio) else math.nan
 
 
 def noise_note(tables) -> str:
-    source = "the SD of δ over the seed repeats, as in the claims"
+    source = "the MAD of δ over this study's seed repeats"
     return f"error bars: ± 2 s.e. of δ over held-out windows; {seed_band_note(seed_sd(tables), source)}"
 
 
@@ -258,7 +257,9 @@ def fig9(tables, fits):
     right.ticklabel_format(axis="y", style="sci", scilimits=(-2, 2))
     fig.tight_layout()
     right.legend(fontsize=6)
-    seed = seed_band_note(seed_sd(tables), "the SD of δ over the seed repeats; a mean over k points: σ_seed/√k")
+    seed = seed_band_note(
+        seed_sd(tables), "the MAD of δ over this study's seed repeats; a mean over k points: σ_seed/√k"
+    )
     add_footer(
         fig,
         "This run's models at the recipe seed; kurtosis on 8 held-out windows, median over blocks and models. "
@@ -335,7 +336,7 @@ def table2(tables, fits):
 @figure(tables=SEED_TABLES)
 def fig8(tables, fits):
     """R = δ_W16A4 / δ_W4A16 against D/N per N and G, plain and with the FC2 input at 8 bits, beside the paper's
-    R at G = 32; hollow points have a δ inside 2 σ_seed."""
+    R at G = 32; hollow points have a δ inside σ_seed's 95 % t-floor."""
     ratios = tables["ratio"]
     fig, axes = new_figure(len(RATIO_VARIANTS), 1, width=3.4, height=3.0)
     sizes = sorted(ratios["N"].unique())
@@ -359,11 +360,9 @@ def fig8(tables, fits):
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=6)
     sigma = float(ratios["sigma_seed"].iloc[0]) if len(ratios) else np.nan
-    add_footer(
-        fig,
-        f"This run's models at the recipe seed; hollow: a δ within 2 σ_seed = {sigma:.2g} of 0, where R is noise. "
-        "Paper: R 1.67 → 1.20 (D/N 100 → 1000), 0.85–1.10 with FC2 8-bit.",
-    )
+    add_footer(fig, f"This run's models at the recipe seed; hollow: a δ within the 95 % t-floor of σ_seed = {sigma:.2g} "
+               "(this study's repeats) of 0, where R is noise. "
+               "Paper: R 1.67 → 1.20 (D/N 100 → 1000), 0.85–1.10 with FC2 8-bit.")  # fmt: skip
     return fig
 
 

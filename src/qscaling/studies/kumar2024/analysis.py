@@ -14,6 +14,7 @@ import pandas as pd
 from qscaling.laws import kumar2024 as law
 from qscaling.laws import try_fit
 from qscaling.laws.baseline import KUMAR2024_CHINCHILLA
+from qscaling.noise import OWN_REPEATS, ClaimNoise
 from qscaling.studies.claims import (
     INCONCLUSIVE,
     claim,
@@ -297,7 +298,7 @@ def method_order_claim(table: pd.DataFrame) -> dict | None:
     )
 
 
-def claims(tables: dict, fits: dict, settings: Kumar2024Settings) -> list[dict]:
+def claims(tables: dict, fits: dict, settings: Kumar2024Settings, noise: ClaimNoise = OWN_REPEATS) -> list[dict]:
     table = tables["table"]
     out = [*slope_claims(table), critical_data_size_claim(table, fits.get("ptq_gptq"))]
     out += [found for found in (schedule_claim(table), method_order_claim(table)) if found is not None]

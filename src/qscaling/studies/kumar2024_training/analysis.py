@@ -15,6 +15,7 @@ from qscaling.atomic import write_table
 from qscaling.laws import LAWS, try_fit
 from qscaling.laws import kumar2024 as law
 from qscaling.laws.table import constant_inputs, unidentifiable
+from qscaling.noise import Cell, ClaimNoise, Sigma, own_repeats_sigma
 from qscaling.studies.kumar2024_training.grid import STUDY
 from qscaling.studies.kumar2024_training.precision import FULL, FULL_BITS, JOINT, TENSOR_SPECS, varied_tensor
 from qscaling.studies.kumar2024_training.settings import Kumar2024TrainingSettings
@@ -31,6 +32,7 @@ MOST_BITS = law.SOLVER_CEILING  # the top of the range the P* solvers search
 TABLE2 = LAWS[LAW].paper_params["table2"]
 UNIFIED_LAW = "kumar2024.unified"
 UNIFIED_PAPER = LAWS[UNIFIED_LAW].paper_params["table2_assumed_C"]
+CELL = ["size", "budget"]  # where σ_seed is measured: model size and token budget
 AS_TRAINED = "none"  # the method of a PTQ-table row scoring its checkpoint as trained (P_post = inf)
 
 
@@ -230,19 +232,35 @@ def seed_points(table: pd.DataFrame) -> pd.DataFrame:
     return rows[(rows[["size", "budget", "precision"]] == point[["size", "budget", "precision"]]).all(axis=1)]
 
 
-def seed_sigma(table: pd.DataFrame) -> float:
-    """σ_seed: the spread (sample SD) over seeds of δ at the repeated point. A point and its partner share their
-    seed (initialisation and data order), so a seed moves both losses together; what it moves apart — the noise
-    floor of a difference between two points' losses or δs — is δ."""
-    deltas = seed_points(table)["delta"]
-    return float(deltas.std(ddof=1)) if len(deltas) >= 2 else math.nan
+def seed_repeats(table: pd.DataFrame) -> dict[Cell, list[float]]:
+    """The repeated point's δs by (size, budget), one per seed. A point and its partner share their seed
+    (initialisation and data order), so a seed moves both losses together; what it moves apart — the noise of a
+    difference between two points' losses or δs — is δ."""
+    points = seed_points(table)
+    return {(str(size), int(budget)): group["delta"].tolist() for (size, budget), group in points.groupby(CELL)}
 
 
-def precision_cost(fit, rows: pd.DataFrame) -> float:
+def seed_sigma(table: pd.DataFrame) -> Sigma | None:
+    """σ_seed of δ from this study's own seed repeats (their MAD): what its figures draw."""
+    return own_repeats_sigma(seed_repeats(table))
+
+
+def seed_noise(table: pd.DataFrame, noise: ClaimNoise) -> Sigma | None:
+    """σ_seed of δ that the claims are held to: the noise model's over the laws' cells (its largest), or the
+    study's own repeats without a seed study."""
+    cells = law_rows(table)[CELL].drop_duplicates().itertuples(index=False)
+    return noise.sigma("delta", cells, seed_repeats(table))
+
+
+def precision_cost(fit, rows: pd.DataFrame, *, paper: bool = False) -> float:
     """The largest loss the fitted law puts on quantization over the quantized points of `rows` (nats): each point's
-    prediction less its prediction with every tensor at FULL_BITS."""
+    prediction less its prediction with every tensor at FULL_BITS. `paper`: with Kumar et al.'s precision constants
+    (Table 2's γ_x, n_x) in place of the fitted ones, on this fit's loss surface: the cost the paper predicts here."""
     points = rows[rows["varied"] != ""]
     if points.empty:
         return math.nan
+    params = dict(fit.params)
+    if paper:
+        params |= {name: TABLE2[name] for name in params if name.startswith(("gamma_", "n_")) and name in TABLE2}
     full = points.assign(**{f"P_{tensor}": FULL_BITS for tensor in TENSOR_SPECS})
-    return float(np.max(fit.predict(points) - fit.predict(full)))
+    return float(np.max(fit.law(params, points) - fit.law(params, full)))

@@ -24,6 +24,7 @@ from qscaling.atomic import write_table
 from qscaling.config import Training
 from qscaling.laws import LAWS, profile, try_fit
 from qscaling.laws.baseline import CHINCHILLA
+from qscaling.noise import OWN_REPEATS, ClaimNoise
 from qscaling.studies.claims import (
     INCONCLUSIVE,
     ci_within_bounds,
@@ -226,7 +227,7 @@ def lr_recipe_claim(sweep: pd.DataFrame, training: Training) -> dict:
     return claim(STUDY, text, statistic=statistic, ci=ci, verdict=verdict)
 
 
-def claims(tables: dict, fits: dict, settings: LadderSettings) -> list[dict]:
+def claims(tables: dict, fits: dict, settings: LadderSettings, noise: ClaimNoise = OWN_REPEATS) -> list[dict]:
     out = [lr_recipe_claim(tables["lr_sweep"], settings.training)]
     fit = fits.get("chinchilla")
     if fit is None:

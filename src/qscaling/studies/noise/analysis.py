@@ -3,7 +3,7 @@ run, δ against its fp32 partner of the same seed) and the noise model built fro
 
 import pandas as pd
 
-from qscaling.noise import NoiseModel, write_noise_models
+from qscaling.noise import OWN_REPEATS, ClaimNoise, NoiseModel, write_noise_models
 from qscaling.studies.noise.grid import FULL, STUDY
 from qscaling.studies.noise.settings import NoiseSettings
 from qscaling.studies.tables import partnered_table
@@ -22,7 +22,7 @@ def build_table(rows: pd.DataFrame, settings: NoiseSettings) -> pd.DataFrame:
     return table.sort_values(["N", "budget", "precision", "seed"]).reset_index(drop=True)
 
 
-def claims(tables: dict, fits: dict, settings: NoiseSettings) -> list[dict]:
+def claims(tables: dict, fits: dict, settings: NoiseSettings, noise: ClaimNoise = OWN_REPEATS) -> list[dict]:
     """None of its own: the study measures the noise every other study's claims are held to."""
     return []
 

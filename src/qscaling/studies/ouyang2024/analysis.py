@@ -12,6 +12,7 @@ import pandas as pd
 
 from qscaling.laws import LAWS, fit, try_fit
 from qscaling.laws.ouyang2024 import TOKENS_EXPONENT, UNIFIED_CONSTANTS
+from qscaling.noise import OWN_REPEATS, ClaimNoise
 from qscaling.studies.claims import claim, positive_parameter_claim, slope_claim, verdict_from_interval
 from qscaling.studies.ouyang2024.bitnet import bitnet_claim
 from qscaling.studies.ouyang2024.grid import STUDY, compared
@@ -94,7 +95,7 @@ def one_factor_fits(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(records)
 
 
-def claims(tables: dict, fits: dict, settings: Ouyang2024Settings) -> list[dict]:
+def claims(tables: dict, fits: dict, settings: Ouyang2024Settings, noise: ClaimNoise = OWN_REPEATS) -> list[dict]:
     table = tables["table"]
     out = []
     qid = fits.get("qid")
@@ -131,7 +132,7 @@ def claims(tables: dict, fits: dict, settings: Ouyang2024Settings) -> list[dict]
         )
     out.append(weight_change_claim(tables["weight_changes"]))
     if "bitnet" in tables:
-        out.append(bitnet_claim(tables["bitnet"], settings.training.seed))
+        out.append(bitnet_claim(tables["bitnet"], settings.training.seed, noise))
     return out
 
 

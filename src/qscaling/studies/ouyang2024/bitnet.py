@@ -10,7 +10,8 @@ import numpy as np
 import pandas as pd
 
 from qscaling.atomic import write_table
-from qscaling.studies.claims import INCONCLUSIVE, claim, student_t_quantile, verdict_from_interval
+from qscaling.noise import OWN_REPEATS, ClaimNoise, noise_floor
+from qscaling.studies.claims import INCONCLUSIVE, claim, held_to, student_t_quantile, verdict_from_interval
 from qscaling.studies.ouyang2024.grid import BITNET, FULL, STUDY
 
 
@@ -68,34 +69,35 @@ def bitnet_widening(curves: pd.DataFrame) -> pd.DataFrame:
 BITNET_CLAIM = "BitNet b1.58's training-loss gap to full precision widens with training tokens (Fig. 14)"
 
 
-def bitnet_claim(curves: pd.DataFrame, recipe_seed: int) -> dict:
+WIDENING = "widening of the BitNet − fp32 training-loss gap"  # what σ_seed is the spread of: no seed study measures it
+
+
+def bitnet_claim(curves: pd.DataFrame, recipe_seed: int, noise: ClaimNoise = OWN_REPEATS) -> dict:
     """The gap's widening at every size (the recipe's seed), against the larger of its span noise (a normal
-    quantile: many steps per span) and the seed noise (the widenings' spread over the seeds of the first size, with
-    the t-quantile of its seeds − 1 dof). Reproduced when every size widens by more than that, not reproduced when
-    every size narrows by more; inconclusive otherwise, and always without a second seed."""
+    quantile: many steps per span) and the seed noise (σ_seed of the widening from `noise`: the MAD of the
+    widenings over the seeds of each repeated size, with its t-quantile). Reproduced when every size widens by more
+    than that, not reproduced when every size narrows by more; inconclusive otherwise, and always without a
+    second seed."""
     widening = bitnet_widening(curves)
     if widening.empty:
         return claim(STUDY, BITNET_CLAIM, statistic="no BitNet and fp32 curves to compare", ci="", verdict=INCONCLUSIVE)
     main = widening[widening["seed"] == recipe_seed].sort_values("N")
-    seeded = widening.groupby("size")["widening"].agg(["std", "count"])
-    repeated = seeded[seeded["count"] > 1]
-    sigma_seed = float(repeated["std"].iloc[0]) if len(repeated) else float("nan")
-    seed_half = student_t_quantile(repeated["count"].iloc[0] - 1) * sigma_seed if len(repeated) else 0.0
+    tokens = curves.groupby("size")["D"].max()
+    repeats = {(str(size), int(tokens[size])): group["widening"].tolist() for size, group in widening.groupby("size")}
+    sigma = noise.sigma(WIDENING, [], repeats)
+    seed_half = noise_floor(sigma) if sigma is not None else 0.0
     halves = np.maximum(student_t_quantile(math.inf) * main["widening_se"], seed_half)
     statistic = "; ".join(
         f"{row.size}: gap {row.first_gap:+.3f} → {row.last_gap:+.3f}, widening {row.widening:+.3f}"
         for row in main.itertuples()
     )
     low, high = (main["widening"] - halves).min(), (main["widening"] + halves).max()
-    if not np.isfinite(sigma_seed):
-        verdict, noise = INCONCLUSIVE, "no repeated seed: the seed noise of the widening is unmeasured"
-    else:
-        verdict = verdict_from_interval(low, high, "positive")
-        noise = f"σ_seed of the widening {sigma_seed:.3f} over {int(repeated['count'].iloc[0])} seeds at {repeated.index[0]}"
-    return claim(
+    verdict = verdict_from_interval(low, high, "positive") if sigma is not None else INCONCLUSIVE
+    row = claim(
         STUDY,
         BITNET_CLAIM,
         statistic=statistic,
-        ci=f"every size's widening ± max(1.96 span SE, t·σ_seed): [{low:.3f}, {high:.3f}] ({noise})",
+        ci=f"every size's widening ± max(1.96 span SE, t·σ_seed): [{low:.3f}, {high:.3f}]",
         verdict=verdict,
     )
+    return held_to(row, sigma)

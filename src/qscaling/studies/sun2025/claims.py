@@ -1,6 +1,8 @@
-"""Sun et al. 2025's claims, each held to the seed-noise floor σ_seed where it compares separately trained runs:
-exponent over mantissa bits (δ > ν), the block-size penalty, the optimal FP4 and FP8 layouts, backward against
-forward GEMM inputs, the critical data size, and the Capybara law against Kumar et al.'s form."""
+"""Sun et al. 2025's claims, each held to the seed noise σ_seed of δ from the run's noise model
+(`qscaling.noise.ClaimNoise`) where it compares separately trained runs: exponent over mantissa bits (δ > ν), the
+block-size penalty, the optimal FP4 and FP8 layouts, backward against forward GEMM inputs, the critical data size,
+and the Capybara law against Kumar et al.'s form. A floored claim carries, beside the floor, the effect Sun et
+al.'s own constants (Table 2) predict on this run's grid."""
 
 import itertools
 import math
@@ -9,15 +11,16 @@ import numpy as np
 import pandas as pd
 
 from qscaling.laws import sun2025 as law
+from qscaling.noise import OWN_REPEATS, ClaimNoise, Sigma, noise_floor
 from qscaling.studies.claims import (
     COVERS_PAPER,
     EXCLUDES_PAPER,
     INCONCLUSIVE,
-    NOISE_SIGMAS,
     UNINFORMATIVE,
     UNINFORMATIVE_SHARE,
     claim,
     floored_by_seed_noise,
+    held_to,
     parameter_difference,
     parameter_interval,
     pooled_slope,
@@ -29,27 +32,24 @@ from qscaling.studies.sun2025.analysis import (
     gemm_rows,
     law_rows,
     quantized_rows,
-    seed_points,
-    seed_sigma,
+    seed_noise,
 )
 from qscaling.studies.sun2025.grid import CHANNEL, STUDY
 from qscaling.studies.sun2025.settings import Sun2025Settings
 
 
-def claims(tables: dict, fits: dict, settings: Sun2025Settings) -> list[dict]:
+def claims(tables: dict, fits: dict, settings: Sun2025Settings, noise: ClaimNoise = OWN_REPEATS) -> list[dict]:
     table = tables["table"]
-    sigma = seed_sigma(table)
-    seeds = len(seed_points(table))
-    noise = f"σ_seed = {sigma:.2g} over {seeds} seeds"
+    sigma = seed_noise(table, noise)
     capybara = fits.get("capybara")
     rows = law_rows(table)
     return [
-        _exponent_over_mantissa_claim(capybara, rows, sigma, noise),
-        _block_size_claim(table, settings, sigma, noise),
+        _exponent_over_mantissa_claim(capybara, rows, sigma),
+        _block_size_claim(table, settings, sigma),
         *(_layout_claim(capybara, bits, paper) for bits, paper in ((4, (2, 1)), (8, (4, 3)))),
-        _backward_inputs_claim(table, sigma, seeds, noise),
-        _critical_data_claim(capybara, rows, sigma, noise),
-        _form_claim(capybara, fits.get("kumar_form"), rows, sigma, noise),
+        _backward_inputs_claim(table, sigma),
+        _critical_data_claim(capybara, rows, sigma),
+        _form_claim(capybara, fits.get("kumar_form"), rows, sigma),
     ]
 
 
@@ -61,17 +61,27 @@ def _pinned(fit, *names) -> list[str]:
     ]
 
 
-def precision_effect(fit, rows: pd.DataFrame) -> float:
-    """How far the fitted precision term moves over the quantized points of the grid (max − min, nats)."""
+def precision_effect(params, rows: pd.DataFrame) -> float:
+    """How far the precision term of the Capybara law with `params` (a fit's, or the paper's Table 2) moves over
+    the quantized points of the grid (max − min, nats)."""
     points = quantized_rows(rows)
     if points.empty:
         return math.nan
     x = {name: points[name].to_numpy(float) for name in ("N", "D", "E", "M", "B")}
-    term = law.capybara_loss(fit.params, x) - law.data_size_terms(fit.params, x)
+    term = law.capybara_loss(params, x) - law.data_size_terms(params, x)
     return float(np.ptp(term))
 
 
-def _exponent_over_mantissa_claim(fit, rows: pd.DataFrame, sigma: float, noise: str) -> dict:
+def paper_block_effect(rows: pd.DataFrame) -> float:
+    """The loss change over each (N, D)'s block sizes that Sun et al.'s constants predict, the largest (nats)."""
+    changes = [
+        float(np.ptp(law.capybara_loss(law.TABLE2, {name: group[name].to_numpy(float) for name in "NDEMB"})))
+        for _, group in rows.groupby(["N", "D"])
+    ]
+    return max(changes, default=math.nan)
+
+
+def _exponent_over_mantissa_claim(fit, rows: pd.DataFrame, sigma: Sigma | None) -> dict:
     """δ − ν from the Capybara fit (`parameter_difference`): inconclusive where either is held at the paper's value;
     where one sits on its bound, the direction is inconclusive and the magnitude read off the CI, open on that side."""
     text = "Exponent bits matter slightly more than mantissa bits (δ > ν)"
@@ -96,10 +106,11 @@ def _exponent_over_mantissa_claim(fit, rows: pd.DataFrame, sigma: float, noise: 
         paper=paper,
         magnitude=interval.magnitude(paper),
     )
-    return floored_by_seed_noise(row, precision_effect(fit, rows), sigma, noise, "precision term's range over the grid")
+    effect, expected = precision_effect(fit.params, rows), precision_effect(law.TABLE2, rows)
+    return floored_by_seed_noise(row, effect, sigma, "precision term's range over the grid", expected=expected)
 
 
-def _block_size_claim(table: pd.DataFrame, settings: Sun2025Settings, sigma: float, noise: str) -> dict:
+def _block_size_claim(table: pd.DataFrame, settings: Sun2025Settings, sigma: Sigma | None) -> dict:
     """The pooled slope of loss on log2 B within each (N, D) of the block sweep (tensor-wise left out), with a
     percentile CI over resampled points; its effect is the slope times the widest span of log2 B."""
     text = "Loss grows with the block size (∝ log2 B, Fig. 3)"
@@ -125,7 +136,8 @@ def _block_size_claim(table: pd.DataFrame, settings: Sun2025Settings, sigma: flo
         ci=f"[{low:.3g}, {high:.3g}]",
         verdict="reproduced" if low > 0 else ("not reproduced" if high < 0 else INCONCLUSIVE),
     )
-    return floored_by_seed_noise(row, abs(estimate) * span, sigma, noise, "loss change over the blocks")
+    expected = paper_block_effect(rows)
+    return floored_by_seed_noise(row, abs(estimate) * span, sigma, "loss change over the blocks", expected=expected)
 
 
 def layouts_within(fit, bits: int) -> set[tuple[int, int]]:
@@ -174,37 +186,41 @@ def _layout_claim(fit, bits: int, paper: tuple[int, int]) -> dict:
     return claim(STUDY, text, statistic=statistic, ci=ci, verdict=verdict, paper=paper_name, magnitude=magnitude)
 
 
-def _backward_inputs_claim(table: pd.DataFrame, sigma: float, seeds: int, noise: str) -> dict:
+def _backward_inputs_claim(table: pd.DataFrame, sigma: Sigma | None) -> dict:
     """δ of backward W (P4) and backward X (P6) against forward W (P2), each quantized alone in one format: the
-    three share a partner, so each difference is a difference of two separately trained runs' losses, with SD
-    √2 σ_seed and the t-quantile of σ_seed's seeds − 1 dof."""
+    three share a partner, so each difference is a difference of two separately trained runs' losses (the shared
+    partner cancels), with SD √2 σ_seed and the t-quantile of σ_seed's dof."""
     text = "Quantizing a backward GEMM input (P4, P6) costs less than the forward weight (P2) at equal bits (Fig. 2)"
     rows = gemm_rows(table)
-    if not {"P2", "P4", "P6"} <= set(rows.index) or not math.isfinite(sigma):
-        return claim(STUDY, text, statistic="no P2, P4 and P6 runs, or no σ_seed", ci="", verdict=INCONCLUSIVE)
+    if not {"P2", "P4", "P6"} <= set(rows.index) or sigma is None:
+        row = claim(STUDY, text, statistic="no P2, P4 and P6 runs, or no σ_seed", ci="", verdict=INCONCLUSIVE)
+        return held_to(row, sigma, math.sqrt(2))
     gaps = {target: float(rows.loc["P2", "loss"] - rows.loc[target, "loss"]) for target in ("P4", "P6")}
-    low = t_interval(min(gaps.values()), sigma * math.sqrt(2), seeds - 1)[0]
-    high = t_interval(max(gaps.values()), sigma * math.sqrt(2), seeds - 1)[1]
+    low = t_interval(min(gaps.values()), sigma.value * math.sqrt(2), sigma.dof)[0]
+    high = t_interval(max(gaps.values()), sigma.value * math.sqrt(2), sigma.dof)[1]
     deltas = ", ".join(f"{target} {rows.loc[target, 'delta']:.3g}" for target in ("P2", "P4", "P6"))
-    return claim(
+    row = claim(
         STUDY,
         text,
         statistic=f"loss of P2 − P4 {gaps['P4']:.3g}, P2 − P6 {gaps['P6']:.3g} nats (δ: {deltas})",
-        ci=f"[{low:.3g}, {high:.3g}] (smaller gap − t·√2 σ_seed, larger + it, t at {seeds - 1} dof; {noise})",
+        ci=f"[{low:.3g}, {high:.3g}] (smaller gap − t·√2 σ_seed, larger + it, t at σ_seed's {sigma.dof:.1f} dof)",
         verdict=verdict_from_interval(low, high, "positive"),
     )
+    return held_to(row, sigma, math.sqrt(2))
 
 
-def _critical_data_claim(fit, rows: pd.DataFrame, sigma: float, noise: str) -> dict:
+def _critical_data_claim(fit, rows: pd.DataFrame, sigma: Sigma | None) -> dict:
     """The fitted D_crit of the lowest-precision channel-wise format at each fitted size, against the grid's D;
-    where one falls inside the grid, the loss itself decides past it, beyond NOISE_SIGMAS σ_seed: reproduced where
+    where one falls inside the grid, the loss itself decides past it, beyond the 95 % t-floor of a difference of
+    two runs (√2 σ_seed): reproduced where
     it rises to the last budget at some size, not reproduced where it falls from D_crit to the last budget at every
     such size, inconclusive otherwise (and where every D_crit lies beyond the grid)."""
     text = "Low-precision training has a critical data size beyond which more data raises the loss (Sec. 4.2)"
     points = quantized_rows(rows)
     points = points[points["block"] == CHANNEL]
     if fit is None or points.empty:
-        return claim(STUDY, text, statistic="no Capybara fit or no channel-wise point", ci="", verdict=INCONCLUSIVE)
+        row = claim(STUDY, text, statistic="no Capybara fit or no channel-wise point", ci="", verdict=INCONCLUSIVE)
+        return held_to(row, sigma, math.sqrt(2))
     lowest = points.sort_values(["bits", "E"]).iloc[0]
     fmt = points[points["format"] == lowest["format"]]
     E, M = int(lowest["E"]), int(lowest["M"])
@@ -215,26 +231,27 @@ def _critical_data_claim(fit, rows: pd.DataFrame, sigma: float, noise: str) -> d
     inside = {N: value for N, value in crit.items() if value < fmt.loc[fmt["N"] == N, "D"].max()}
     if not inside:
         span = f"{fmt['D'].min():.3g}–{fmt['D'].max():.3g}"
-        return claim(STUDY, text, statistic=f"{statistic}; every one beyond the grid's D ({span})", ci=noise,
-                     verdict=INCONCLUSIVE)  # fmt: skip
+        row = claim(STUDY, text, statistic=f"{statistic}; every one beyond the grid's D ({span})", ci="",
+                    verdict=INCONCLUSIVE)  # fmt: skip
+        return held_to(row, sigma, math.sqrt(2))
     rises, falls = {}, {}
     for N, value in inside.items():
         curve = fmt[fmt["N"] == N].sort_values("D")
         rises[N] = float(curve["loss"].iloc[-1] - curve["loss"].min())
         falls[N] = float(curve.loc[curve["D"] >= value, "loss"].iloc[0] - curve["loss"].iloc[-1])
-    floor = NOISE_SIGMAS * sigma if math.isfinite(sigma) else math.inf
+    floor = noise_floor(sigma, math.sqrt(2)) if sigma is not None else math.inf
     if max(rises.values()) > floor:
         verdict = "reproduced"
     else:
         verdict = "not reproduced" if min(falls.values()) > floor else INCONCLUSIVE
     statistic += "; loss rise to the last budget: " + ", ".join(f"{v:.3g} at N = {int(N):,}" for N, v in rises.items())
     statistic += "; fall past D_crit: " + ", ".join(f"{v:.3g} at N = {int(N):,}" for N, v in falls.items())
-    return claim(STUDY, text, statistic=statistic, ci=noise, verdict=verdict)
+    return held_to(claim(STUDY, text, statistic=statistic, ci="", verdict=verdict), sigma, math.sqrt(2))
 
 
-def _form_claim(capybara, kumar, rows: pd.DataFrame, sigma: float, noise: str) -> dict:
+def _form_claim(capybara, kumar, rows: pd.DataFrame, sigma: Sigma | None) -> dict:
     """Leave-one-size-out relative errors of the two laws on the same points. A gap smaller (in nats, at the
-    points' mean loss) than 2 σ_seed is one that separately trained runs make by themselves."""
+    points' mean loss) than σ_seed's 95 % t-floor is one that separately trained runs make by themselves."""
     text = "The Capybara law predicts left-out sizes better than Kumar et al.'s N_eff form (Fig. 1)"
     errors = [getattr(fit, "heldout_relative_error", None) for fit in (capybara, kumar)]
     if None in errors:
@@ -249,4 +266,4 @@ def _form_claim(capybara, kumar, rows: pd.DataFrame, sigma: float, noise: str) -
         verdict="reproduced" if better else "not reproduced",
     )
     gap = abs(errors[1] - errors[0]) * float(rows["loss"].mean())
-    return floored_by_seed_noise(row, gap, sigma, noise, "error gap at the mean loss (nats)")
+    return floored_by_seed_noise(row, gap, sigma, "error gap at the mean loss (nats)")

@@ -32,13 +32,19 @@ from qscaling.studies.sun2025.grid import CHANNEL, FULL, GEMM_INPUTS, LAW_INPUTS
 
 PAPER = "sun2025"
 STUDY_TABLES = {"evals": "sun2025"}
-SEED_SOURCE = "σ_seed/√2 per point, σ_seed being the SD over the seed repeats of δ, a difference of two runs"
+SEED_SOURCE = "σ_seed/√2 per point, σ_seed being the MAD over this study's seed repeats of δ, a difference of two runs"
+
+
+def seed_sd(table) -> float:
+    """σ_seed of δ from the study's own repeats (`analysis.seed_sigma`), NaN where they measure none."""
+    sigma = seed_sigma(table)
+    return sigma.value if sigma is not None else math.nan
 
 
 def point_seed_sd(tables) -> float:
-    """Each trained point's share of the between-run noise: σ_seed as the claims measure it (`analysis.seed_sigma`)
-    is the noise of a difference between two points at one seed, σ_seed/√2 per point."""
-    return seed_sigma(tables["evals"]) / math.sqrt(2)
+    """Each trained point's share of the between-run noise: σ_seed of δ is the noise of a difference between two
+    points at one seed, σ_seed/√2 per point."""
+    return seed_sd(tables["evals"]) / math.sqrt(2)
 
 
 def noise_note(tables) -> str:
@@ -139,7 +145,7 @@ def fig2(tables, fits):
                     for key, (field, gemms) in GEMM_INPUTS.items()}, LAW_INPUTS: LAW_INPUTS}  # fmt: skip
     ax.barh([names[key] for key in gemm.index], gemm["delta"], xerr=2 * gemm["delta_se"],
             color=["C3" if key == LAW_INPUTS else "C0" for key in gemm.index])  # fmt: skip
-    sigma = seed_sigma(table)
+    sigma = seed_sd(table)
     if math.isfinite(sigma):
         ax.axvspan(-2 * sigma, 2 * sigma, color="0.88", zorder=0, label="± 2 σ_seed")
         ax.legend(fontsize=6)
@@ -147,7 +153,7 @@ def fig2(tables, fits):
     ax.xaxis.set_major_locator(MaxNLocator(5))
     ax.set(xlabel="δ = loss − fp32 partner's loss (nats/token)",
            title=f"{first['format'].upper()} {first['block']}, {first['size']}, D = {compact_number(first['budget'])}")  # fmt: skip
-    add_footer(fig, "Error bars: ± 2 s.e. over held-out windows; grey: ± 2 σ_seed, the SD of δ over the seed repeats.")
+    add_footer(fig, "Error bars: ± 2 s.e. over held-out windows; grey: ± 2 σ_seed, the MAD of δ over the seed repeats.")
     return fig
 
 

@@ -23,14 +23,15 @@ EMPTY_COLUMNS = ["varied", "N", "D", "budget", "loss", "P_w", "P_a", "P_kv", "pr
 
 
 def point_seed_sd(tables) -> float:
-    """Each trained point's share of the between-run noise: σ_seed as the claims measure it (`analysis.seed_sigma`,
-    the SD of δ over the seed repeats) is the noise of a difference between two points at one seed, σ_seed/√2 per
+    """Each trained point's share of the between-run noise: σ_seed of δ from the study's own seed repeats
+    (`analysis.seed_sigma`, their MAD) is the noise of a difference between two points at one seed, σ_seed/√2 per
     point. NaN where the table or its seed repeats are missing."""
     table = tables.get("evals")
-    return seed_sigma(table) / math.sqrt(2) if table is not None and len(table) else math.nan
+    sigma = seed_sigma(table) if table is not None and len(table) else None
+    return sigma.value / math.sqrt(2) if sigma is not None else math.nan
 
 
-SEED_SOURCE = "σ_seed/√2 per point, σ_seed being the SD over the seed repeats of δ, a difference of two runs"
+SEED_SOURCE = "σ_seed/√2 per point, σ_seed being the MAD over this study's seed repeats of δ, a difference of two runs"
 
 
 def noise_note(tables) -> str:
