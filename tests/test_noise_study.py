@@ -12,7 +12,8 @@ from test_figure_layout import layout_problems
 
 from qscaling.config import ConfigError, resolve_config
 from qscaling.figures import figure_data
-from qscaling.noise import mad_scale, read_noise_models
+from qscaling.noise import NOISE_PATH, mad_scale, read_noise_models
+from qscaling.pipeline import Pipeline
 from qscaling.plan import Planner
 from qscaling.studies.chen2025 import STUDY as CHEN
 from qscaling.studies.noise import STUDY, analysis, grid
@@ -135,3 +136,10 @@ def test_the_figure_is_legible():
     """The smoke reference does not run the seed study, so test_figure_layout's checks run here on its table."""
     fig = noise_figure({"noise": synthetic_table(np.random.default_rng(2), seeds=5)}, {})
     assert not layout_problems(fig)
+
+
+def test_the_claims_read_the_noise_model_exactly_when_the_seed_study_runs(noise_config):
+    """Pipeline.claim_inputs names results/fits/noise.json (collect_claims' "noise") only where a job makes it."""
+    assert Pipeline.from_config(noise_config).claim_inputs()["noise"] == NOISE_PATH
+    without = {**noise_config, "studies": {k: v for k, v in noise_config["studies"].items() if k != "noise"}}
+    assert "noise" not in Pipeline.from_config(without).claim_inputs()
