@@ -313,7 +313,7 @@ def test_claims_on_a_law_that_holds(synthetic_fits, synthetic_draws):
 def test_effects_inside_the_seed_noise_are_inconclusive(synthetic_fits, synthetic_draws):
     _, fits = synthetic_fits
     noisy = synthetic_table(seed_spread=5.0)
-    assert seed_sigma(noisy).value > 1.0
+    assert seed_sigma(noisy).value > 0.5  # the MAD of three seeds: the near two set it
     for row in list(_claims(noisy, fits, synthetic_draws).values())[:4]:
         assert row["verdict"] == "inconclusive" and "the 95 % t-floor of σ_seed" in row["statistic"], row["claim"]
         assert row["magnitude"] == "inconclusive"
@@ -475,7 +475,8 @@ def test_a_model_trained_at_lower_precision_degrading_less_under_ptq_is_reproduc
     assert noisy["verdict"] == "inconclusive" and "the 95 % t-floor of σ_seed" in noisy["statistic"]
     # Training precision that buys no robustness (C_w huge: the interaction factor is 1 wherever P_post < P_w):
     # only the smaller N_eff is left, and the low-precision-trained models degrade more.
-    flat = _robustness(synthetic_ptq_table(noise=0.0, params={**UNIFIED_TRUE, "C_w": 100.0}))
+    # (Relative noise 1e-6: repeats that agree exactly would measure no seed noise at all.)
+    flat = _robustness(synthetic_ptq_table(noise=1e-6, params={**UNIFIED_TRUE, "C_w": 100.0}))
     assert flat["verdict"] == "not reproduced" and "= -" in flat["statistic"]
 
 

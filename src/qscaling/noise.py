@@ -246,6 +246,17 @@ def read_noise_models(path: str | os.PathLike = NOISE_PATH) -> dict[str, NoiseMo
         raise ValueError(f"{path}: {e}") from e
 
 
+def repeats_by_cell(frame: pd.DataFrame, value: str = "delta") -> dict[Cell, list[float]]:
+    """`value` of a tidy frame's seed repeats by (size, budget) cell: one value per seed."""
+    cells = frame.groupby(["size", "budget"])[value]
+    return {(str(size), int(budget)): values.tolist() for (size, budget), values in cells}
+
+
+def cells_of(frame: pd.DataFrame) -> list[Cell]:
+    """The (size, budget) cells a tidy frame's rows were trained at."""
+    return [(str(size), int(budget)) for size, budget in frame[["size", "budget"]].drop_duplicates().to_numpy()]
+
+
 OWN_REPEATS_NOTE = "this study's own repeats; no seed study in this run"
 
 

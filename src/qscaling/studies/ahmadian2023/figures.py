@@ -18,7 +18,6 @@ from matplotlib.ticker import MaxNLocator
 
 from qscaling.figures import add_footer, figure, new_figure
 from qscaling.figures.caveats import SEED_BAND_LABEL, seed_band
-from qscaling.noise import mad_scale
 
 PAPER = "ahmadian2023"
 
@@ -73,19 +72,16 @@ def _footer(fig, table: pd.DataFrame, extra: str = "") -> None:
 
 
 def seed_sd(table: pd.DataFrame, column: str, method: str = "w8a8") -> float:
-    """σ_seed of `column` under `method`: its MAD over the final recipe's runs at the size the extra seeds repeat —
-    the runs the claims' seed noise (`claims.seed_noise`) spreads W8A8 δ over. NaN with fewer than two, or none
-    apart."""
+    """σ_seed of `column` under `method`: its SD over the final recipe's runs at the size the extra seeds repeat —
+    the runs the claims' seed noise (`claims.seed_noise`) spreads W8A8 δ over. NaN with fewer than two."""
     final = table[table["final"] & (table["method"] == method)]
     seeds = final[final["factor"] == "seed"]
     runs = pd.concat([seeds, final[(final["factor"] == "recipe") & final["size"].isin(seeds["size"])]])
     values = runs.drop_duplicates("run")[column].to_numpy(float)
-    values = values[np.isfinite(values)]
-    spread = float(mad_scale(values)) if len(values) >= 2 else math.nan
-    return spread if spread > 0 else math.nan
+    return float(np.std(values, ddof=1)) if len(values) >= 2 else math.nan
 
 
-SEED_SOURCE = "the MAD over the final recipe's seeds"
+SEED_SOURCE = "the SD over the final recipe's seeds"
 TASK_COLUMNS = ("acc_lastword", "acc_continuation", "acc_cloze")
 
 

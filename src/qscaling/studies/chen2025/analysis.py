@@ -13,7 +13,7 @@ from qscaling.atomic import write_table
 from qscaling.laws import chen2025 as law
 from qscaling.laws import try_fit
 from qscaling.laws.table import constant_inputs, unidentifiable
-from qscaling.noise import Cell, ClaimNoise, Sigma, noise_floor, own_repeats_sigma
+from qscaling.noise import ClaimNoise, Sigma, cells_of, noise_floor, own_repeats_sigma, repeats_by_cell
 from qscaling.stats import standard_error
 from qscaling.studies.chen2025.grid import ABSMAX, CHANNEL, FULL, INT, STUDY
 from qscaling.studies.chen2025.settings import Chen2025Settings
@@ -21,7 +21,6 @@ from qscaling.studies.tables import PARTNER_KEYS, split_diverged
 
 KEYS = [*PARTNER_KEYS, "lr_scale"]  # a QAT point and its full-precision partner share these
 LAW_INPUTS = ("N", "D", "G")
-CELL = ["size", "budget"]  # where σ_seed is measured: model size and token budget
 
 
 def main_grid(table: pd.DataFrame) -> pd.Series:
@@ -108,22 +107,15 @@ def seed_points(table: pd.DataFrame, settings: Chen2025Settings) -> pd.DataFrame
     return rows[rows["granularity"].eq(CHANNEL) if repeats.group == CHANNEL else rows["G"].eq(repeats.group)]
 
 
-def seed_repeats(table: pd.DataFrame, settings: Chen2025Settings) -> dict[Cell, list[float]]:
-    """The repeated point's δs by (size, budget), one per seed."""
-    points = seed_points(table, settings)
-    return {(str(size), int(budget)): group["delta"].tolist() for (size, budget), group in points.groupby(CELL)}
-
-
 def seed_sigma(table: pd.DataFrame, settings: Chen2025Settings) -> Sigma | None:
     """σ_seed of δ from this study's own seed repeats (their MAD): what its figures draw."""
-    return own_repeats_sigma(seed_repeats(table, settings))
+    return own_repeats_sigma(repeats_by_cell(seed_points(table, settings)))
 
 
 def seed_noise(table: pd.DataFrame, settings: Chen2025Settings, noise: ClaimNoise) -> Sigma | None:
     """σ_seed of δ that the claims are held to: the noise model's over the main grid's cells (its largest), or the
     study's own repeats without a seed study."""
-    cells = table.loc[main_grid(table), CELL].drop_duplicates().itertuples(index=False)
-    return noise.sigma("delta", cells, seed_repeats(table, settings))
+    return noise.sigma("delta", cells_of(table[main_grid(table)]), repeats_by_cell(seed_points(table, settings)))
 
 
 def grid_rows(table: pd.DataFrame, settings: Chen2025Settings, precision: str) -> pd.DataFrame:

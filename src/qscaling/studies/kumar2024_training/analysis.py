@@ -15,7 +15,7 @@ from qscaling.atomic import write_table
 from qscaling.laws import LAWS, try_fit
 from qscaling.laws import kumar2024 as law
 from qscaling.laws.table import constant_inputs, unidentifiable
-from qscaling.noise import Cell, ClaimNoise, Sigma, own_repeats_sigma
+from qscaling.noise import ClaimNoise, Sigma, cells_of, own_repeats_sigma, repeats_by_cell
 from qscaling.studies.kumar2024_training.grid import STUDY
 from qscaling.studies.kumar2024_training.precision import FULL, FULL_BITS, JOINT, TENSOR_SPECS, varied_tensor
 from qscaling.studies.kumar2024_training.settings import Kumar2024TrainingSettings
@@ -32,7 +32,6 @@ MOST_BITS = law.SOLVER_CEILING  # the top of the range the P* solvers search
 TABLE2 = LAWS[LAW].paper_params["table2"]
 UNIFIED_LAW = "kumar2024.unified"
 UNIFIED_PAPER = LAWS[UNIFIED_LAW].paper_params["table2_assumed_C"]
-CELL = ["size", "budget"]  # where σ_seed is measured: model size and token budget
 AS_TRAINED = "none"  # the method of a PTQ-table row scoring its checkpoint as trained (P_post = inf)
 
 
@@ -232,24 +231,17 @@ def seed_points(table: pd.DataFrame) -> pd.DataFrame:
     return rows[(rows[["size", "budget", "precision"]] == point[["size", "budget", "precision"]]).all(axis=1)]
 
 
-def seed_repeats(table: pd.DataFrame) -> dict[Cell, list[float]]:
-    """The repeated point's δs by (size, budget), one per seed. A point and its partner share their seed
-    (initialisation and data order), so a seed moves both losses together; what it moves apart — the noise of a
-    difference between two points' losses or δs — is δ."""
-    points = seed_points(table)
-    return {(str(size), int(budget)): group["delta"].tolist() for (size, budget), group in points.groupby(CELL)}
-
-
 def seed_sigma(table: pd.DataFrame) -> Sigma | None:
-    """σ_seed of δ from this study's own seed repeats (their MAD): what its figures draw."""
-    return own_repeats_sigma(seed_repeats(table))
+    """σ_seed of δ from this study's own seed repeats (their MAD): what its figures draw. A point and its partner
+    share their seed (initialisation and data order), so a seed moves both losses together; what it moves apart —
+    the noise of a difference between two points' losses or δs — is δ."""
+    return own_repeats_sigma(repeats_by_cell(seed_points(table)))
 
 
 def seed_noise(table: pd.DataFrame, noise: ClaimNoise) -> Sigma | None:
     """σ_seed of δ that the claims are held to: the noise model's over the laws' cells (its largest), or the
     study's own repeats without a seed study."""
-    cells = law_rows(table)[CELL].drop_duplicates().itertuples(index=False)
-    return noise.sigma("delta", cells, seed_repeats(table))
+    return noise.sigma("delta", cells_of(law_rows(table)), repeats_by_cell(seed_points(table)))
 
 
 def precision_cost(fit, rows: pd.DataFrame, *, paper: bool = False) -> float:

@@ -14,7 +14,7 @@ import pandas as pd
 from qscaling.laws import LAWS, try_fit
 from qscaling.laws import sun2025 as law
 from qscaling.laws.table import constant_inputs, unidentifiable
-from qscaling.noise import Cell, ClaimNoise, Sigma, own_repeats_sigma
+from qscaling.noise import ClaimNoise, Sigma, cells_of, own_repeats_sigma, repeats_by_cell
 from qscaling.studies.sun2025.grid import CHANNEL, FIT, FULL, GEMM_INPUTS, LAW_INPUTS, STUDY, TENSOR
 from qscaling.studies.sun2025.settings import Sun2025Settings
 from qscaling.studies.tables import partnered_table, recipe_seed, trained
@@ -25,7 +25,6 @@ DIVERGED_RULE = (
     "a point whose run diverged keeps its row with diverged = True and no loss (a partner that diverged leaves δ "
     "empty); fits, figures and claims read only the rows that trained"
 )
-CELL = ["size", "budget"]  # where σ_seed is measured: model size and token budget
 KUMAR_FORM_OTHER_BITS = 16  # Kumar et al.'s P_a and P_kv for Sun et al.'s runs, which keep A and KV in BF16
 
 
@@ -178,24 +177,18 @@ def seed_points(table: pd.DataFrame) -> pd.DataFrame:
     return _point_rows(rows, repeats.iloc[0]) if len(repeats) else repeats
 
 
-def seed_repeats(table: pd.DataFrame) -> dict[Cell, list[float]]:
-    """The repeated point's δs by (size, budget), one per seed. A point and its partner share their seed
-    (initialisation and data order), and so do all points at the recipe seed, so a seed moves their losses
-    together; what it moves apart — the noise of a difference between two points' losses or δs — is δ."""
-    points = seed_points(table)
-    return {(str(size), int(budget)): group["delta"].tolist() for (size, budget), group in points.groupby(CELL)}
-
-
 def seed_sigma(table: pd.DataFrame) -> Sigma | None:
-    """σ_seed of δ from this study's own seed repeats (their MAD): what its figures draw."""
-    return own_repeats_sigma(seed_repeats(table))
+    """σ_seed of δ from this study's own seed repeats (their MAD): what its figures draw. A point and its partner
+    share their seed (initialisation and data order), and so do all points at the recipe seed, so a seed moves
+    their losses together; what it moves apart — the noise of a difference between two points' losses or δs — is
+    δ."""
+    return own_repeats_sigma(repeats_by_cell(seed_points(table)))
 
 
 def seed_noise(table: pd.DataFrame, noise: ClaimNoise) -> Sigma | None:
     """σ_seed of δ that the claims are held to: the noise model's over the law's cells (its largest), or the
     study's own repeats without a seed study."""
-    cells = law_rows(table)[CELL].drop_duplicates().itertuples(index=False)
-    return noise.sigma("delta", cells, seed_repeats(table))
+    return noise.sigma("delta", cells_of(law_rows(table)), repeats_by_cell(seed_points(table)))
 
 
 def gemm_rows(table: pd.DataFrame) -> pd.DataFrame:
