@@ -178,21 +178,23 @@ def ouyang_inputs():
     return tables, reference_fits("ouyang2024")
 
 
-def test_ouyang_fig2_draws_each_size_and_bit_widths_qid_gap_with_the_losses_inset(ouyang_inputs):
+def test_ouyang_fig2_draws_each_size_and_bit_widths_qid_gap_above_its_losses(ouyang_inputs):
+    """The losses get a panel of their own under each size's gaps: an inset over the gaps hid some of their
+    points."""
     tables, fits = ouyang_inputs
     table = tables["evals"]
     rows = table[(table["split"] == "val") & table["method"].isin(["gptq", "none"])]
     gaps = rows[(rows["method"] == "gptq") & (rows["delta"] > 0)]
     sizes = sorted(rows["N"].unique())
     axes = drawn(ouyang_figures.fig2(tables, fits))
-    panels, insets = axes[: len(sizes)], axes[len(sizes) :]
-    assert len(insets) == len(sizes)
-    for panel, inset, n in zip(panels, insets, sizes):
+    panels, losses = axes[: len(sizes)], axes[len(sizes) :]
+    assert len(losses) == len(sizes)
+    for panel, loss, n in zip(panels, losses, sizes):
         assert panel["yscale"] == "log"
         size_gaps = gaps[gaps["N"] == n]
         assert_same_series(data_lines(panel), [as_points(g, "D", "delta") for _, g in size_gaps.groupby("bits")])
         size_rows = rows[rows["N"] == n]
-        assert_same_series(data_lines(inset), [as_points(g, "D", "loss") for _, g in size_rows.groupby("bits")])
+        assert_same_series(data_lines(loss), [as_points(g, "D", "loss") for _, g in size_rows.groupby("bits")])
 
 
 @pytest.mark.parametrize(

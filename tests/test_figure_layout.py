@@ -1,5 +1,6 @@
-"""Every declared figure, drawn from the committed reference/smoke tables and fits, is legible: no text sits on
-other text, log axes carry readable tick labels, legends leave the data visible, series stand out from the axes
+"""Every declared figure, drawn from the committed reference tables and fits (smoke and default: some collisions
+appear only with the default run's numbers), is legible: no text sits on
+other text, log axes carry readable tick labels, legends and insets leave the data visible, series stand out from the axes
 background and tick labels do not mix an exponent with a unit suffix ("1e+09T").
 
 The checks read matplotlib's own artists after a draw, in the layout `save_figure` writes: the figure goes
@@ -37,7 +38,7 @@ from qscaling.figures import (
 )
 from qscaling.pipeline import resolve, study_figure_modules
 
-RESULTS = REPO_ROOT / "reference" / "smoke" / "results"
+REFERENCE = REPO_ROOT / "reference"
 # Two texts may touch (tick labels of one axis often do) but not share more than a pixel of the saved PNG.
 OVERLAP_PX = 1.0
 # WCAG 2 contrast ratio of a series against its axes background. WCAG's 3:1 for graphics would rule out the
@@ -48,36 +49,45 @@ EXPONENT = re.compile(r"\d[eE][+-]?\d|10\^|\\times|×\s*10")
 UNIT_SUFFIX = re.compile(r"\d\s?[kMGBT](?![A-Za-z])")
 
 
-def ran_in_smoke(module) -> bool:
-    """A figure module the smoke reference holds inputs for: the generic ones and those of the studies its preset
+def ran_in(module, scale: str) -> bool:
+    """A figure module the `scale` reference holds inputs for: the generic ones and those of the studies its preset
     configures (a study outside it, such as the seed study, checks its figure's layout on synthetic tables)."""
-    raw = yaml.safe_load((REPO_ROOT / "config.yaml").read_text()) | {"scale": "smoke"}
+    raw = yaml.safe_load((REPO_ROOT / "config.yaml").read_text()) | {"scale": scale}
     configured = resolve(raw)[1]
     parts = module.__name__.split(".")
     return parts[1] != "studies" or parts[2] in configured
 
 
-SPECS = [spec for module in study_figure_modules() if ran_in_smoke(module) for spec in declared_figures(module)]
+SCALES = ("smoke", "default")
+SPECS = [spec for module in study_figure_modules() if ran_in(module, "smoke") for spec in declared_figures(module)]
+CASES = [
+    (scale, spec)
+    for scale in SCALES
+    for module in study_figure_modules()
+    if ran_in(module, scale)
+    for spec in declared_figures(module)
+]
 
 
-def artifact_path(artifact: str) -> Path:
-    """Where the smoke reference holds a table artifact: "learning_curves", "<study>" or "<study>/<name>"."""
+def artifact_path(artifact: str, scale: str = "smoke") -> Path:
+    """Where the `scale` reference holds a table artifact: "learning_curves", "<study>" or "<study>/<name>"."""
+    results = REFERENCE / scale / "results"
     study, _, name = artifact.partition("/")
     if not name:
-        return RESULTS / "tables" / f"{study}.parquet"
-    table = RESULTS / "tables" / f"{study}_{name}.parquet"
-    return table if table.exists() else RESULTS / "fits" / study / f"{name}.parquet"
+        return results / "tables" / f"{study}.parquet"
+    table = results / "tables" / f"{study}_{name}.parquet"
+    return table if table.exists() else results / "fits" / study / f"{name}.parquet"
 
 
-def reference_inputs(spec) -> tuple[dict, dict]:
-    """(tables, fits) as the workflow passes them to the figure, from the smoke reference."""
-    tables = {a: artifact_path(a) for a in spec.tables.values() if artifact_path(a).exists()}
+def reference_inputs(spec, scale: str = "smoke") -> tuple[dict, dict]:
+    """(tables, fits) as the workflow passes them to the figure, from the `scale` reference."""
+    tables = {a: artifact_path(a, scale) for a in spec.tables.values() if artifact_path(a, scale).exists()}
     fits = {
         study.name: {path.stem: path for path in sorted(study.glob("*.json"))}
-        for study in sorted((RESULTS / "fits").iterdir())
+        for study in sorted((REFERENCE / scale / "results" / "fits").iterdir())
     }
     named = figure_inputs(spec, tables, fits)
-    assert named is not None, f"{spec.target}: the smoke reference lacks its inputs"
+    assert named is not None, f"{spec.target}: the {scale} reference lacks its inputs"
     return load_figure_inputs(named)
 
 
@@ -269,6 +279,24 @@ def legends_over_data(fig, renderer) -> list[str]:
     return problems
 
 
+def axes_over_data(fig, renderer) -> list[str]:
+    """An inset (a smaller axes drawn over another's area, not a twin sharing it; Axes.inset_axes makes one that
+    fig.axes does not list) that hides the other's points."""
+    problems = []
+    axes = drawn_axes(fig)
+    axes += [child for ax in axes for child in ax.child_axes if child.get_visible()]
+    for number, inset in enumerate(axes):
+        box = inset.bbox
+        for other_number, other in enumerate(axes):
+            smaller = box.width * box.height < other.bbox.width * other.bbox.height
+            if other is inset or not smaller or not box.overlaps(other.bbox):
+                continue
+            covered = [(x, y) for x, y in data_points(other) if box.x0 < x < box.x1 and box.y0 < y < box.y1]
+            if covered:
+                problems.append(f"axes {number} covers {len(covered)} data points of axes {other_number}")
+    return problems
+
+
 def relative_luminance(rgb) -> float:
     """WCAG 2 relative luminance of an sRGB colour."""
     linear = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in rgb]
@@ -347,6 +375,7 @@ CHECKS = {
     "raw column names in legends": lambda fig, renderer: raw_column_legends(fig),
     "log axes without two labels": lambda fig, renderer: unlabelled_log_axes(fig),
     "legends over data": legends_over_data,
+    "insets over data": axes_over_data,
     "faint series": lambda fig, renderer: faint_series(fig),
     "exponent and unit suffix": lambda fig, renderer: exponent_with_suffix(fig),
 }
@@ -371,15 +400,16 @@ def layout_problems(fig, tidy=True) -> dict[str, list[str]]:
     return {name: problems for name, problems in found.items() if problems}
 
 
-@pytest.mark.parametrize("spec", SPECS, ids=[spec.target for spec in SPECS])
-def test_figure_layout_is_legible(spec):
-    tables, fits = reference_inputs(spec)
+@pytest.mark.parametrize("scale, spec", CASES, ids=[f"{scale}-{spec.target}" for scale, spec in CASES])
+def test_figure_layout_is_legible(scale, spec):
+    tables, fits = reference_inputs(spec, scale)
     problems = layout_problems(resolve_function(spec.function)(tables, fits))
-    assert not problems, f"{spec.target}:\n" + json.dumps(problems, indent=1, ensure_ascii=False)
+    assert not problems, f"{scale} {spec.target}:\n" + json.dumps(problems, indent=1, ensure_ascii=False)
 
 
 def test_every_declared_figure_is_checked():
     assert len(SPECS) > 30
+    assert {spec.target for scale, spec in CASES if scale == "default"} >= {spec.target for spec in SPECS}
 
 
 # The checks themselves: each finds the defect it names on a small figure made to have it, and the tidying
@@ -431,6 +461,19 @@ def test_a_legend_on_the_data_is_found_and_moved_off_it():
 
     assert "legends over data" in layout_problems(covered(), tidy=False)
     assert not layout_problems(covered())
+
+
+def test_an_inset_over_points_is_found_but_a_twin_axes_is_not():
+    fig, ax = small_figure()
+    ax.plot(np.linspace(0, 1, 20), np.linspace(0, 1, 20) ** 0.2, "o")  # the upper left holds points
+    inset = ax.inset_axes([0.05, 0.55, 0.4, 0.4])
+    inset.plot([0, 1], [0, 1])
+    found = layout_problems(fig, tidy=False).get("insets over data", [])
+    assert len(found) == 1 and found[0].startswith("axes 1 covers") and found[0].endswith("data points of axes 0")
+    fig, ax = small_figure()
+    ax.plot(np.linspace(0, 1, 20), np.linspace(0, 1, 20), "o")
+    ax.twinx().plot([0, 1], [1, 0], "o")
+    assert "insets over data" not in layout_problems(fig, tidy=False)
 
 
 def test_a_pale_series_is_found_and_series_palette_avoids_it():

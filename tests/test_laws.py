@@ -1,5 +1,6 @@
 """Scaling laws: the papers' derived numbers from their constants, and the fitter on synthetic and real data."""
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -10,6 +11,7 @@ import pytest
 from scipy.optimize import minimize_scalar
 
 from qscaling.laws import LAWS, Fit, chen2025, fit, kumar2024, load_fit, ouyang2024, start_sample, sun2025
+from qscaling.laws.law import DEGRADATION_HUBER_DELTA
 from qscaling.laws.synthetic import group_column, paper_grid, synthetic_table
 
 EPOCH_DATA = Path(__file__).resolve().parent / "data" / "chinchilla_hoffmann2022_svg_extracted.csv"
@@ -156,7 +158,7 @@ def _qat_table(seed=0, noise=0.01):
     [
         (lambda t: t.iloc[:3], "need at least 4 points"),
         (lambda t: t.assign(N=t.N.where(t.index != 2)), "column 'N' has 1 NaN"),
-        (lambda t: t.assign(delta=t.delta.where(t.index != 5, -0.01)), "must be finite and > 0"),
+        (lambda t: t.assign(delta=t.delta.where(t.index != 5, np.inf)), "1 non-finite value"),
         (lambda t: t.drop(columns="G"), "input column 'G' missing"),
         (lambda t: t.drop(columns="delta"), "target column 'delta' missing"),
     ],
@@ -165,6 +167,42 @@ def test_fit_refuses_bad_tables(change, message):
     law, table = _qat_table()
     with pytest.raises(ValueError, match=message):
         fit(law, change(table), starts=1, bootstrap=0)
+
+
+def test_a_log_space_law_refuses_a_non_positive_target():
+    law = LAWS["ouyang2024.qid"]
+    table = synthetic_table(law, law.default_paper_params(), paper_grid(law), 0.01, 0)
+    with pytest.raises(ValueError, match="must be > 0"):
+        fit(law, table.assign(delta=table.delta.where(table.index != 5, -0.01)), starts=1, bootstrap=0)
+
+
+def test_linear_residuals_fit_every_delta_and_undo_the_bias_of_dropping_negative_ones():
+    """Additive seed noise twice the smallest δ (a fifth of the δs come out ≤ 0): Chen's law fitted on linear
+    residuals over every δ predicts the smallest δs without bias; the same law in log space on the δ > 0 points
+    keeps the points noise pushed up, overstates them by a third and flattens γ_N."""
+    law = LAWS["chen2025.qat"]
+    assert law.residuals == "linear"
+    truth = law.paper_params["W4A4"]
+    grid = paper_grid(law)
+    clean = law(truth, grid)
+    rng = np.random.default_rng(0)
+    noisy = [grid.assign(delta=clean + 2 * clean.min() * rng.standard_normal(len(grid))) for _ in range(8)]
+    table = pd.concat(noisy, ignore_index=True)
+    assert 0.15 < (table.delta <= 0).mean() < 0.3
+    linear = fit(law, table, bootstrap=0, group_col=None)
+    log_law = dataclasses.replace(law, residuals="log", huber_delta=DEGRADATION_HUBER_DELTA)
+    positive_only = fit(log_law, table[table.delta > 0], bootstrap=0, group_col=None)
+    small = clean <= np.quantile(clean, 0.25)
+    assert np.mean(linear.predict(grid)[small] / clean[small]) == pytest.approx(1, abs=0.05)
+    assert np.mean(positive_only.predict(grid)[small] / clean[small]) > 1.25
+    assert abs(linear.params["gamma_N"] - truth["gamma_N"]) < 0.05 < truth["gamma_N"] - positive_only.params["gamma_N"]
+
+
+def test_a_linear_residual_fit_scores_held_out_sizes_against_their_mean_delta():
+    law, table = _qat_table(seed=3)
+    table = table.assign(delta=table.delta - table.delta.min() * 1.5)  # some δ now at or below 0
+    result = fit(law, table, starts=2, bootstrap=0)
+    assert np.isfinite(result.heldout_relative_error) and result.heldout_relative_error < 1
 
 
 def test_law_and_fit_argument_errors():

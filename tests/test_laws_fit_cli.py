@@ -235,7 +235,7 @@ BAD_INPUTS = {
     "bad derive": (lambda tp: _table(tp), ["--derive", "G * 2"], "--derive 'G * 2': expected an assignment"),
     "non-positive size": (lambda tp: _table(tp, N=_first_row(-1.0)), [], "column 'N', row 0: -1 is outside"),
     "log2 G = 0": (lambda tp: _table(tp, G=_first_row(1.0)), [], "row 0 (N=7.4e+07, D=1e+10, G=1)"),
-    "target not positive": (lambda tp: _table(tp, delta=_first_row(0.0)), [], "column 'delta', row 0: 0 is not"),
+    "target not finite": (lambda tp: _table(tp, delta=_first_row("inf")), [], "column 'delta', row 0: inf is not"),
     "not a number": (lambda tp: _table(tp, D=_first_row("lots")), [], "column 'D', row 0: 'lots' is not a number"),
     "fewer rows than params": (lambda tp: _table(tp), ["--where", THREE_DIFFERENT_ROWS], "has 3 rows to fit"),
     "unknown law": (lambda tp: _table(tp), ["--law", "chen2025.qtt"], "law 'chen2025.qtt' unknown"),

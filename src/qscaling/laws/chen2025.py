@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from qscaling.laws.baseline import CHEN2025_CHINCHILLA
-from qscaling.laws.law import DEGRADATION_HUBER_DELTA, Law, PaperParams, Param
+from qscaling.laws.law import LINEAR_DEGRADATION_HUBER_DELTA, Law, PaperParams, Param
 
 DECOMPOSITION_SLOPE = 0.906  # δ_W4A4 ≈ 0.906 (δ_W4A16 + δ_W16A4), Fig. 6
 # R = δ_W16A4 / δ_W4A16 at G = 32 (Fig. 8): {D/N: R}, and the slope of log R on log(D/N) between them.
@@ -48,7 +48,8 @@ QAT = Law(
     ),
     inputs=("N", "D", "G"),
     target="delta",
-    huber_delta=DEGRADATION_HUBER_DELTA,
+    huber_delta=LINEAR_DEGRADATION_HUBER_DELTA,
+    residuals="linear",  # δ is a difference of two trained runs' losses: seed noise makes small ones negative
     function=qat_error,
     identified_by={"gamma_N": ("N",), "gamma_D": ("D",), "gamma_G": ("G",)},
     paper_params={

@@ -1,7 +1,8 @@
 """The one fitter that serves every law (Hoffmann et al. 2022, App. D.2, as replicated by Besiroglu et al. 2024).
 
 A Huber loss (δ = 1e-3, summed over points; a law of a degradation sets its own, DEGRADATION_HUBER_DELTA) on
-log(prediction) − log(observation), minimised with L-BFGS-B from a grid of starting points; uncertainty comes from a
+log(prediction) − log(observation) — or prediction − observation for a law fitted on linear residuals, whose target
+noise makes negative (Law.residuals) — minimised with L-BFGS-B from a grid of starting points; uncertainty comes from a
 seeded bootstrap that re-fits resampled runs. A fit records the points it was fitted on and how well the data pin its
 parameters down (the Jacobian's condition number), so that two fits can be compared by what they predict.
 """
@@ -32,10 +33,12 @@ def _checked_columns(law: Law, table: pd.DataFrame, target: str) -> tuple[dict[s
         bad = int(np.isnan(array).sum())
         if bad:
             raise ValueError(f"fit {law.name}: column {name!r} has {bad} NaN value(s); drop or fill them first")
+    if not np.all(np.isfinite(y)):
+        raise ValueError(f"fit {law.name}: target {target!r} has {int((~np.isfinite(y)).sum())} non-finite value(s)")
     non_positive = int((y <= 0).sum())
-    if non_positive or not np.all(np.isfinite(y)):
+    if non_positive and law.residuals == "log":
         raise ValueError(
-            f"fit {law.name}: target {target!r} must be finite and > 0 (the fit takes its log); "
+            f"fit {law.name}: target {target!r} must be > 0 (the fit takes its log); "
             f"{non_positive} row(s) are <= 0 — drop points below the noise floor explicitly before fitting"
         )
     if len(y) < len(law.params):
@@ -75,13 +78,13 @@ def fit(
     target = target or law.target
     columns, y = _checked_columns(law, table, target)
     _check_options(law, bootstrap, ci_level)
-    log_y = np.log(y)
+    fit_y = law.residual_space(y)
     z_bounds, z_starts = _optimiser_bounds_and_starts(law, starts, seed)
-    objective, z_best = _best_start(law, columns, log_y, z_bounds, z_starts, n_jobs)
+    objective, z_best = _best_start(law, columns, fit_y, z_bounds, z_starts, n_jobs)
     params = dict(zip(law.param_names, map(float, to_natural(law, z_best))))
     quality = _quality(law, columns, y, z_best, params)
     ci, standard_errors = bootstrap_intervals(
-        law, table, columns, log_y, z_bounds, z_best, bootstrap, run_col, seed, n_jobs, ci_level
+        law, table, columns, fit_y, z_bounds, z_best, bootstrap, run_col, seed, n_jobs, ci_level
     )
     heldout, by_group = leave_one_group_out(law, table, columns, y, z_bounds, z_best, group_col, quality["notes"])
     return Fit(
@@ -120,10 +123,10 @@ def _optimiser_bounds_and_starts(law: Law, starts, seed: int) -> tuple[list[tupl
     return z_bounds, z_starts
 
 
-def _best_start(law: Law, columns, log_y, z_bounds, z_starts, n_jobs) -> tuple[float, np.ndarray]:
+def _best_start(law: Law, columns, fit_y, z_bounds, z_starts, n_jobs) -> tuple[float, np.ndarray]:
     """L-BFGS-B from every start (unit weights): the lowest objective and its optimum, in optimiser coordinates."""
-    unit_weight = np.ones_like(log_y)
-    outcomes = parallel(run_starts, (law, columns, log_y, unit_weight, z_bounds), job_chunks(z_starts, n_jobs), n_jobs)
+    unit_weight = np.ones_like(fit_y)
+    outcomes = parallel(run_starts, (law, columns, fit_y, unit_weight, z_bounds), job_chunks(z_starts, n_jobs), n_jobs)
     objectives = np.concatenate([values for values, _ in outcomes])
     optima = np.concatenate([z for _, z in outcomes])
     if not np.any(np.isfinite(objectives)):
@@ -208,15 +211,16 @@ def profile(law: Law, table, name: str, values, **options) -> pd.DataFrame:
 
 
 def _jacobian_condition(law: Law, columns, z_best: np.ndarray, params: Mapping[str, float]) -> float | None:
-    """Condition number of d log(prediction) / d(optimiser coordinates) over the parameters off their bounds."""
+    """Condition number of d prediction / d(optimiser coordinates), the prediction in the law's residual space (log
+    for most laws), over the parameters off their bounds."""
     on_bound = {note.split(" = ")[0] for note in _bound_notes(law, params)}
     free = [i for i, name in enumerate(law.param_names) if name not in on_bound]
     if not free:
         return None
     shifted = np.vstack([z_best, z_best + JACOBIAN_STEP * np.eye(len(z_best))[free]])
     with np.errstate(all="ignore"):
-        log_prediction = np.log(law.evaluate_many(to_natural(law, shifted), columns))
-    jacobian = (log_prediction[1:] - log_prediction[0]) / JACOBIAN_STEP  # (free, n)
+        prediction = law.residual_space(law.evaluate_many(to_natural(law, shifted), columns))
+    jacobian = (prediction[1:] - prediction[0]) / JACOBIAN_STEP  # (free, n)
     if not np.all(np.isfinite(jacobian)):
         return math.inf
     singular = np.linalg.svd(jacobian, compute_uv=False)

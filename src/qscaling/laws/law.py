@@ -14,6 +14,10 @@ HUBER_DELTA = 1e-3  # Hoffmann et al. (2022) App. D.2; Besiroglu et al. (2024) k
 # QiD fit, picked between by BLAS kernel choice. δ = 1 keeps ordinary scatter quadratic (a unique optimum)
 # and only a point off by more than a factor e linear.
 DEGRADATION_HUBER_DELTA = 1.0
+# A degradation law fitted on linear residuals (`residuals="linear"`) takes its Huber δ in the target's units
+# (nats): seed-to-seed scatter of a δ (a few hundredths) stays quadratic, a diverged or spiked seed (tenths) linear.
+LINEAR_DEGRADATION_HUBER_DELTA = 0.1
+RESIDUAL_SPACES = ("log", "linear")
 
 
 @dataclass(frozen=True)
@@ -73,7 +77,11 @@ class Law:
     function: Callable
     paper_params: dict[str, PaperParams] = field(default_factory=dict)
     description: str = ""
-    huber_delta: float = HUBER_DELTA  # in log space: residuals beyond it count linearly, not quadratically
+    huber_delta: float = HUBER_DELTA  # in the residuals' space: residuals beyond it count linearly, not quadratically
+    # "log": log(prediction) − log(observation), for a positive target (a loss). "linear": prediction − observation,
+    # for a target that noise makes negative (a degradation δ measured as a difference of two noisy losses): a
+    # log-space fit must drop δ ≤ 0, which keeps the points that noise pushed up and biases the law upward.
+    residuals: str = "log"
     # param -> the inputs whose variation pins it down (it is their exponent or coefficient): while all of them
     # are constant in a table, the param's effect is a constant factor or offset that another param already
     # supplies. A param not listed is pinned by the target's scale alone.
@@ -84,6 +92,14 @@ class Law:
     levels: dict[str, tuple[str, float]] = field(default_factory=dict)
     # inputs where +inf is a value the law defines (a precision of inf bits: the tensor is kept unquantized)
     infinite_allowed: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        if self.residuals not in RESIDUAL_SPACES:
+            raise ValueError(f"law {self.name}: residuals must be one of {RESIDUAL_SPACES}, got {self.residuals!r}")
+
+    def residual_space(self, values):
+        """Values (targets or predictions) in the space whose differences the fit's loss reads."""
+        return np.log(values) if self.residuals == "log" else np.asarray(values, dtype=float)
 
     @property
     def param_names(self) -> tuple[str, ...]:

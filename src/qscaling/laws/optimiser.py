@@ -1,4 +1,4 @@
-"""The fitter's objective (a Huber loss on log residuals) and its L-BFGS-B runs, serial or over processes.
+"""The fitter's objective (a Huber loss on log or linear residuals, as the law says) and its L-BFGS-B runs, serial or over processes.
 
 Module-level functions, so that worker processes receive them by reference.
 """
@@ -25,9 +25,9 @@ def to_natural(law: Law, z: np.ndarray) -> np.ndarray:
     return np.stack([param.from_optimiser(z[..., i]) for i, param in enumerate(law.params)], axis=-1)
 
 
-def _objective(z: np.ndarray, law: Law, columns, log_target: np.ndarray, weight: np.ndarray):
-    """Σ weight·Huber_δ(log pred − log y)/δ and its gradient (chain rule through a forward-difference Jacobian),
-    δ = law.huber_delta.
+def _objective(z: np.ndarray, law: Law, columns, target: np.ndarray, weight: np.ndarray):
+    """Σ weight·Huber_δ(pred − y)/δ, both in the law's residual space (log or linear), and its gradient (chain
+    rule through a forward-difference Jacobian), δ = law.huber_delta.
 
     Dividing by δ leaves the minimiser unchanged and puts the loss on the scale of |residual| sums, so
     L-BFGS-B's tolerances mean the same thing for every law.
@@ -35,7 +35,7 @@ def _objective(z: np.ndarray, law: Law, columns, log_target: np.ndarray, weight:
     shifted = np.vstack([z, z + JACOBIAN_STEP * np.eye(len(z))])
     with np.errstate(all="ignore"):
         prediction = law.evaluate_many(to_natural(law, shifted), columns)
-        residual = np.log(prediction) - log_target
+        residual = law.residual_space(prediction) - target
     if not np.all(np.isfinite(residual)):
         return _INVALID_OBJECTIVE, np.zeros_like(z)
     r = residual[0]
@@ -49,15 +49,15 @@ def _objective(z: np.ndarray, law: Law, columns, log_target: np.ndarray, weight:
     return float(np.sum(weight * loss)), np.sum(jacobian * (weight * psi), axis=1)
 
 
-def minimise(law: Law, columns, log_target, weight, z_bounds, z_start):
+def minimise(law: Law, columns, target, weight, z_bounds, z_start):
     """One L-BFGS-B run from `z_start`: (objective, optimum), or (inf, z_start) where the start predicts nothing."""
-    value, _ = _objective(z_start, law, columns, log_target, weight)
+    value, _ = _objective(z_start, law, columns, target, weight)
     if value >= _INVALID_OBJECTIVE:
         return math.inf, z_start
     result = minimize(
         _objective,
         z_start,
-        args=(law, columns, log_target, weight),
+        args=(law, columns, target, weight),
         jac=True,
         method="L-BFGS-B",
         bounds=z_bounds,
@@ -66,17 +66,17 @@ def minimise(law: Law, columns, log_target, weight, z_bounds, z_start):
     return float(result.fun), result.x
 
 
-def run_starts(law, columns, log_target, weight, z_bounds, z_starts):
+def run_starts(law, columns, target, weight, z_bounds, z_starts):
     """Fit from each start; returns (objectives (k,), optima (k, p))."""
     with one_blas_thread():
-        results = [minimise(law, columns, log_target, weight, z_bounds, z) for z in z_starts]
+        results = [minimise(law, columns, target, weight, z_bounds, z) for z in z_starts]
     return np.array([value for value, _ in results]), np.array([z for _, z in results])
 
 
-def run_resamples(law, columns, log_target, z_bounds, z_start, weights):
+def run_resamples(law, columns, target, z_bounds, z_start, weights):
     """Re-fit from `z_start` once per resample, given as a row-weight (count) vector; returns (k, p)."""
     with one_blas_thread():
-        return np.array([minimise(law, columns, log_target, w, z_bounds, z_start)[1] for w in weights])
+        return np.array([minimise(law, columns, target, w, z_bounds, z_start)[1] for w in weights])
 
 
 def one_blas_thread():

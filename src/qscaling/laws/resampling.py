@@ -8,14 +8,14 @@ import pandas as pd
 from qscaling.laws.optimiser import job_chunks, minimise, one_blas_thread, parallel, run_resamples, to_natural
 
 
-def bootstrap_intervals(law, table, columns, log_y, z_bounds, z_best, count, run_col, seed, n_jobs, ci_level):
+def bootstrap_intervals(law, table, columns, fit_y, z_bounds, z_best, count, run_col, seed, n_jobs, ci_level):
     """(CI, standard error) per parameter from `count` refits, each started at the optimum `z_best`, on runs
     drawn with replacement (rows, or the distinct values of `run_col`); NaN when `count` is 0."""
     names = law.param_names
     if count == 0:
         return {name: (math.nan, math.nan) for name in names}, {name: math.nan for name in names}
     if run_col is None:
-        unit_of_row = np.arange(len(log_y))
+        unit_of_row = np.arange(len(fit_y))
     else:
         if run_col not in table.columns:
             raise ValueError(f"fit {law.name}: run_col {run_col!r} missing; columns are {list(table.columns)}")
@@ -27,7 +27,7 @@ def bootstrap_intervals(law, table, columns, log_y, z_bounds, z_best, count, run
     counts = np.stack([np.bincount(row, minlength=n_units) for row in draws])
     weights = counts[:, unit_of_row].astype(float)
     chunks = job_chunks(weights, n_jobs)
-    z = np.concatenate(parallel(run_resamples, (law, columns, log_y, z_bounds, z_best), chunks, n_jobs))
+    z = np.concatenate(parallel(run_resamples, (law, columns, fit_y, z_bounds, z_best), chunks, n_jobs))
     theta = to_natural(law, z)
     tail = 100 * (1 - ci_level) / 2
     low, high = np.percentile(theta, [tail, 100 - tail], axis=0)
@@ -38,7 +38,8 @@ def bootstrap_intervals(law, table, columns, log_y, z_bounds, z_best, count, run
 
 def leave_one_group_out(law, table, columns, y, z_bounds, z_best, group_col, notes):
     """Mean |pred − y| / y over every point, each predicted by a fit that never saw its group (model size) and
-    saw at least two others."""
+    saw at least two others. A law fitted on linear residuals (a δ that can be ≤ 0) divides by the mean |y| of the
+    held-out group instead: a point's own δ near 0 would make its relative error meaningless."""
     if group_col is None:
         return None, {}
     if group_col not in table.columns:
@@ -48,7 +49,7 @@ def leave_one_group_out(law, table, columns, y, z_bounds, z_best, group_col, not
     if len(unique) < 2:
         notes.append(f"held-out error skipped: only one value of {group_col!r}")
         return None, {}
-    log_y = np.log(y)
+    fit_y = law.residual_space(y)
     errors = np.full(len(y), np.nan)
     by_group = {}
     for value in unique:
@@ -63,9 +64,10 @@ def leave_one_group_out(law, table, columns, y, z_bounds, z_best, group_col, not
             continue
         weight = (~held_out).astype(float)
         with one_blas_thread():
-            _, z = minimise(law, columns, log_y, weight, z_bounds, z_best)
+            _, z = minimise(law, columns, fit_y, weight, z_bounds, z_best)
         prediction = law.evaluate_many(to_natural(law, z[None]), columns)[0]
-        errors[held_out] = np.abs(prediction[held_out] - y[held_out]) / y[held_out]
+        scale = y[held_out] if law.residuals == "log" else np.mean(np.abs(y[held_out]))
+        errors[held_out] = np.abs(prediction[held_out] - y[held_out]) / scale
         by_group[f"{value:g}" if isinstance(value, (float, np.floating)) else str(value)] = float(
             np.mean(errors[held_out])
         )

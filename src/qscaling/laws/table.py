@@ -140,12 +140,13 @@ def check_rows(law: Law, table: pd.DataFrame) -> None:
             row = table.index[np.argmax(infinite)]
             raise ValueError(f"column {name!r}, row {row}: {_shown(table.at[row, name])} is not a finite number")
     target = table[law.target].to_numpy(dtype=float)
-    not_positive = ~(target > 0) | ~np.isfinite(target)
+    not_positive = ~np.isfinite(target) | (~(target > 0) if law.residuals == "log" else False)
     if not_positive.any():
         row = table.index[np.argmax(not_positive)]
         raise ValueError(
-            f"column {law.target!r}, row {row}: {target[np.argmax(not_positive)]:g} is not finite and > 0 "
-            "(the fit takes its log); drop such rows with --where"
+            f"column {law.target!r}, row {row}: {target[np.argmax(not_positive)]:g} is not finite"
+            + (" and > 0 (the fit takes its log)" if law.residuals == "log" else "")
+            + "; drop such rows with --where"
         )
     # Where a law takes a log or a power of an input (N^alpha, log2 G), a value outside its domain makes the
     # prediction non-finite or non-positive; the paper's constants are a parameter set known to be sensible.

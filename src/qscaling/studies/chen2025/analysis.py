@@ -151,15 +151,15 @@ def fit_name(precision: str, reduced: str | None = None) -> str:
 
 
 def fit_laws(table: pd.DataFrame, settings: Chen2025Settings) -> dict:
-    """δ_p(N, D, G) per precision, on its positive δs; CIs from resampling runs, held-out error leaving out each N.
+    """δ_p(N, D, G) per precision, on every δ (negative ones too: the law is fitted on linear residuals); CIs from
+    resampling runs, held-out error leaving out each N.
     An exponent whose input the grid holds constant (one G for a precision) is held at that precision's Table 1
     value (the fit's notes say so)."""
     fits = {}
     for name, (precision, zeros) in fit_plan(settings).items():
-        rows = grid_rows(table, settings, precision)
-        rows = rows[rows["delta"] > 0]
+        rows = grid_rows(table, settings, precision).dropna(subset=["delta"])
         if rows.empty:
-            fits[name] = f"chen2025.qat: no {precision} point with δ > 0"
+            fits[name] = f"chen2025.qat: no {precision} point"
             continue
         paper = law.QAT.paper_params[precision]
         fixed = {param: paper[param] for param in unidentifiable(law.QAT, constant_inputs(law.QAT, rows))}

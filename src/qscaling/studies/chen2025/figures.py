@@ -108,7 +108,7 @@ def table1(tables, fits):
         fig,
         "Paper: 74M–595M parameters, 10B–100B tokens; this run: models under 250k parameters, 95 % CIs from "
         "resampling runs.\nHeld at paper: the grid has one value of that exponent's input (N or G) for the "
-        "precision, or no point with δ > 0 at another; at bound: the optimum lies outside the law's range.",
+        "precision, or no point at another; at bound: the optimum lies outside the law's range.",
     )
     flag_bounds(fig, {f"this run's {precision} fit": fits.get(fit_name(precision)) for precision in PRECISIONS})
     return fig
@@ -136,21 +136,27 @@ def fig5(tables, fits):
     groups = sorted(table["G"].unique())
     colours = dict(zip(groups, series_palette("viridis", len(groups))))
     for ax, precision in zip(axes[0], present):
-        rows = _recipe_rows(tables, precision)
-        rows = rows[rows["delta"] > 0]
+        rows = _recipe_rows(tables, precision).dropna(subset=["delta"])
         predicted = fits[fit_name(precision)].predict(rows)
         for group, colour in colours.items():
             chosen = (rows["G"] == group).to_numpy()
             if chosen.any():
                 ax.scatter(rows["delta"][chosen], predicted[chosen], s=12, color=colour, label=f"G = {group:g}")
-        both = np.concatenate([rows["delta"].to_numpy(float), np.asarray(predicted, float)])
-        # One square view a decade or more wide on both axes, so y = x is the diagonal and ticks stay sparse.
-        ends = np.array([both.min() / 3, both.max() * 3]) if len(rows) else np.array([1e-4, 1e-3])
+        both = np.concatenate([rows["delta"].to_numpy(float), np.asarray(predicted, float), [0.0]])
+        # One square view on linear axes (the fits read δ ≤ 0 too), so y = x is the diagonal.
+        pad = 0.08 * (both.max() - both.min() or 1e-3)
+        ends = np.array([both.min() - pad, both.max() + pad])
         ax.plot(ends, ends, ":", color="k", lw=1, label="y = x")
-        ax.set(xscale="log", yscale="log", xlim=ends, ylim=ends, xlabel="measured δ (nats/token)",
-               title=precision.replace("_", " "), ylabel="fitted δ" if precision == present[0] else "")  # fmt: skip
+        ax.axvline(0, color="0.6", lw=0.6)
+        ax.set(xlim=ends, ylim=ends, xlabel="measured δ (nats/token)", title=precision.replace("_", " "),
+               ylabel="fitted δ" if precision == present[0] else "")  # fmt: skip
+        ax.xaxis.set_major_locator(MaxNLocator(3))
         ax.legend(fontsize=6)
-    add_footer(fig, "This run's QAT points with δ > 0 at the recipe seed (the fits' points); each precision's own fit.")
+    add_footer(
+        fig,
+        "This run's QAT points at the recipe seed, δ ≤ 0 included (the fits' points: each law is fitted on linear"
+        " residuals); each precision's own fit.",
+    )
     flag_bounds(fig, {f"this run's {precision} fit": fits[fit_name(precision)] for precision in present})
     return fig
 
@@ -413,8 +419,7 @@ def fig13(tables, fits):
     if fit is None or fp4.empty:
         no_points(ax, "no INT4 W4A4 fit" if fit is None else "no FP4 point in this run's grid")
         return fig
-    int4 = _recipe_rows(tables, "W4A4")
-    int4 = int4[int4["delta"] > 0]
+    int4 = _recipe_rows(tables, "W4A4").dropna(subset=["delta"])
     for frame, label, colour in ((int4, "INT4 (the fit's points)", "0.6"), (fp4, "FP4 E2M1", "C1")):
         predicted = np.asarray(fit.predict(frame), float)
         ax.errorbar(predicted, frame["delta"], yerr=2 * frame["delta_se"], fmt="o", ms=4, color=colour, label=label)

@@ -270,13 +270,17 @@ def _ptq_grid(tables, fits, method):
         if fit is not None:
             mark_extrapolation(bottom, fit, "D", (span[0], span[1]), to_axis=lambda D, n=n: D / n)
     axes[0][0].legend(fontsize=6, loc="upper left")
-    axes[1][0].legend(fontsize=6)
+    # Beside the last panel, not in the first: a point of every size can sit wherever a legend inside would go.
+    entries = {label: handle for ax in axes[1] for handle, label in zip(*ax.get_legend_handles_labels())}
+    axes[1][-1].legend(entries.values(), entries.keys(), fontsize=6, loc="upper left", bbox_to_anchor=(1.02, 1),
+                       borderaxespad=0)  # fmt: skip
     add_footer(
         fig,
         f"Points: this run, {method.upper()} per-channel. Solid lines: this run's fitted δ_PTQ = C_T·D^γD/N^γN·e^(−P/γ)"
         + ("" if fit else " (no fit: too few points above the noise floor)")
         + f";\ndotted: the paper's exponent γ_D = {_PTQ_PAPER['gamma_D']} (Kumar et al. Table 2), drawn through"
-        " the points' geometric centre (a slope guide, not a prediction)",
+        " the points' geometric centre (a slope guide, not a prediction). Error bars are evaluation noise only:"
+        " each (N, D) is a separately trained run, whose seed noise this study does not measure.",
     )
     flag_bounds(fig, {f"this run's {method.upper()} δ_PTQ fit": fit})
     return fig

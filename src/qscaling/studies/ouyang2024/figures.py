@@ -7,8 +7,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 from matplotlib.lines import Line2D
-from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLocator
-from mpl_toolkits.axes_grid1.inset_locator import inset_axes
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
 
 from qscaling.figures import add_footer, compact_number, figure, new_figure, series_palette
 from qscaling.figures.caveats import EXTRAPOLATED, extrapolation_note, flag_bounds
@@ -194,32 +193,32 @@ study_figure = figure(
 
 @study_figure
 def fig2(tables, fits):
-    """Post-quantization loss across training, one panel per size: the QiD gap of GPTQ 2/3/4-bit to 16-bit,
-    with the losses themselves inset (on a loss scale the quantized curves cover the 16-bit one)."""
+    """Post-quantization loss across training, one column per size: the QiD gap of GPTQ 2/3/4-bit to 16-bit on
+    top, the losses themselves below (on a loss scale the quantized curves cover the 16-bit one, and an inset over
+    the gaps would hide some of their points)."""
     table = tables["evals"]
     rows = table[(table["split"] == "val") & table["method"].isin(["gptq", "none"])]
     gaps = _gptq(tables)
     sizes = sorted(rows["N"].unique())
-    fig, axes = _panels(len(sizes), sharey=True)
+    fig, axes = new_figure(len(sizes), 2, width=3.0, height=2.5, sharex="col", sharey="row")
     palette = dict(zip((2, 3, 4, 16), sns.color_palette("mako", 4)))
-    for ax, n in zip(axes[0], sizes):
+    for column, n in enumerate(sizes):
+        top, bottom = axes[0][column], axes[1][column]
         for bits, group in gaps[gaps["N"] == n].groupby("bits"):
-            ax.plot(group["D"], group["delta"], "o-", color=palette[bits], label=f"{bits}-bit")
-        ax.set(xscale="log", yscale="log", title=f"N = {n:,}", xlabel="training tokens", ylabel="QiD (Δ loss)")
-        inset = inset_axes(ax, width="38%", height="34%", loc="upper left", borderpad=1.2)
+            top.plot(group["D"], group["delta"], "o-", color=palette[bits], label=f"{bits}-bit")
         for bits, group in rows[rows["N"] == n].groupby("bits"):
-            inset.plot(group["D"], group["loss"], lw=0.8, color=palette.get(bits, "0.5"))
-        inset.set(xscale="log", title="loss", yticks=[])
-        inset.xaxis.set_major_locator(NullLocator())
-        inset.xaxis.set_minor_locator(NullLocator())
-        inset.title.set_fontsize(5)
+            bottom.plot(group["D"], group["loss"], "o-", ms=3, lw=1, color=palette.get(bits, "0.5"),
+                        label="16-bit" if bits == 16 else f"{bits}-bit")  # fmt: skip
+        top.set(xscale="log", yscale="log", title=f"N = {n:,}", ylabel="QiD (Δ loss)" if column == 0 else "")
+        bottom.set(xscale="log", xlabel="training tokens", ylabel="validation loss" if column == 0 else "")
     axes[0][0].legend(fontsize=6, loc="lower right")
+    axes[1][0].legend(fontsize=6, loc="upper right")
     dropped = len(_gptq(tables, positive=False)) - len(gaps)
     add_footer(
         fig,
-        "This run: intermediate (not annealed) trunk checkpoints, GPTQ weight-only; QiD = quantized − 16-bit loss"
+        "This run: intermediate (not annealed) trunk checkpoints, GPTQ weight-only; top: QiD = quantized − 16-bit loss"
         + (f" ({dropped} points with QiD ≤ 0 cannot be drawn on a log axis)" if dropped else "")
-        + "; inset: the losses, 16-bit included",
+        + "; bottom: the losses, 16-bit included",
     )
     return fig
 
