@@ -7,6 +7,7 @@ logs/, timings under benchmarks/, figures under figures/ (all relative to the wo
 from dataclasses import dataclass
 
 LEARNING_CURVES = "learning_curves"
+LAW_COMPARISON = "law_comparison"  # every law fitted on every study's runs (qscaling.comparison)
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,10 @@ class Layout:
     @staticmethod
     def table(study: str, name: str | None = None) -> str:
         return f"results/tables/{study}.parquet" if name is None else f"results/tables/{study}_{name}.parquet"
+
+    @staticmethod
+    def law_comparison() -> str:
+        return f"results/tables/{LAW_COMPARISON}.csv"
 
     @staticmethod
     def fit(study: str, name: str) -> str:

@@ -12,7 +12,7 @@ import yaml
 from qscaling.atomic import write_text
 from qscaling.config import Common, Config, resolve_config
 from qscaling.figures import declared_figures, figure_inputs, figure_modules
-from qscaling.layout import LEARNING_CURVES, Layout
+from qscaling.layout import LAW_COMPARISON, LEARNING_CURVES, Layout
 from qscaling.noise import NOISE_PATH
 from qscaling.plan import Planner, log_spaced_tokens
 from qscaling.settings import StudySettings, schema_of
@@ -145,9 +145,16 @@ class Pipeline:
     def artifact_paths(self) -> dict[str, str]:
         """Artifact id -> path (class docstring)."""
         paths = {LEARNING_CURVES: self.layout.table(LEARNING_CURVES)}
+        if self.comparison_inputs:
+            paths[LAW_COMPARISON] = self.layout.law_comparison()
         for study, named in self.artifacts.items():
             paths.update({study if key == "table" else f"{study}/{key}": path for key, path in named.items()})
         return paths
+
+    @property
+    def comparison_inputs(self) -> dict[str, str]:
+        """The tables of the studies that contribute points to the law comparison: study -> its tidy table."""
+        return {name: self.layout.table(name) for name, s in self.studies.items() if s.study.law_points}
 
     def scored_labels(self) -> dict[tuple[str, str, str], list[dict]]:
         """(study, run, tokens) -> the variant labels of that checkpoint's rows."""

@@ -123,6 +123,31 @@ for study, configured in STUDIES.items():
             "../scripts/fit_study.py"
 
 
+if PIPELINE.comparison_inputs:
+
+    rule compare_laws:
+        input:
+            **PIPELINE.comparison_inputs,
+        output:
+            table=LAYOUT.law_comparison(),
+        log:
+            "logs/tables/law_comparison.log",
+        benchmark:
+            "benchmarks/tables/law_comparison.tsv"
+        conda:
+            CONDA_ENV
+        threads: 1
+        resources:
+            mem_mb=2000,
+            runtime=20,
+        params:
+            studies=[STUDIES[study].params for study in PIPELINE.comparison_inputs],
+        message:
+            "Fitting every law on the runs of every study"
+        script:
+            "../scripts/compare_laws.py"
+
+
 rule collect_claims:
     input:
         **PIPELINE.claim_inputs(),

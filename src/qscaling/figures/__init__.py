@@ -347,7 +347,7 @@ def save_figure(fig, path: str | os.PathLike) -> Path:
 
 
 def load_figure_inputs(named_inputs: dict) -> tuple[dict, dict]:
-    """(tables, fits) from a rule's named inputs: .parquet → DataFrame, .json → Fit.
+    """(tables, fits) from a rule's named inputs: .parquet or .csv → DataFrame, .json → Fit.
 
     A fit that could not be made (its JSON holds `{"error": …}`) is left out; figures say when a fit is missing.
     """
@@ -355,6 +355,8 @@ def load_figure_inputs(named_inputs: dict) -> tuple[dict, dict]:
     for name, path in named_inputs.items():
         if str(path).endswith(".parquet"):
             tables[name] = pd.read_parquet(path)
+        elif str(path).endswith(".csv"):
+            tables[name] = pd.read_csv(path, keep_default_na=False, na_values=[""])
         elif str(path).endswith(".json") and "error" not in json.loads(Path(path).read_text()):
             fits[name] = load_fit(path)
     return tables, fits

@@ -1,4 +1,5 @@
-"""Figures of no one study: the learning curves of the shared trunks (figures/common/learning_curves)."""
+"""Figures of no one study: the learning curves of the shared trunks (figures/common/learning_curves) and every law
+fitted on every study's runs (figures/common/law_comparison)."""
 
 import numpy as np
 import seaborn as sns
@@ -43,3 +44,54 @@ def learning_curves(tables, fits):
         fig, f"{curves['run'].nunique()} runs, held-out tokens per point: {int(curves['eval_tokens'].iloc[0]):,}"
     )
     return fig
+
+
+# The law comparison's held-out schemes and the paper constants' prediction, each a bar or marker per law.
+COMPARISON_SERIES = {
+    "leave one size out": ("this run's fit, sizes held out", "C0"),
+    "leave one budget out": ("this run's fit, budgets held out", "C2"),
+    "paper constants, no fit": ("paper constants (no fit)", "0.2"),
+}
+
+
+@figure(tables={"comparison": "law_comparison"})
+def law_comparison(tables, fits):
+    """Every law fitted on the same runs: its error on held-out sizes and budgets (bars) and the error of its
+    paper's constants (diamond), one panel for laws of the loss and one for laws of a degradation δ."""
+    table = tables["comparison"]
+    kinds = [kind for kind in ("loss", "delta") if kind in set(table["kind"])]
+    heights = [table[table["kind"] == kind]["law"].nunique() for kind in kinds]
+    fig, axes = new_figure(1, len(kinds), width=6.4, height=0.3 * sum(heights) / len(kinds) + 1.0,
+                           gridspec_kw={"height_ratios": [h + 2 for h in heights], "hspace": 0.5})  # fmt: skip
+    for ax, kind in zip(axes[:, 0], kinds):
+        rows = table[table["kind"] == kind]
+        laws = list(dict.fromkeys(rows["law"]))
+        for offset, (scheme, (label, colour)) in zip((-0.27, 0.0, 0.27), COMPARISON_SERIES.items()):
+            shown = rows[(rows["scheme"] == scheme) & (rows["relative_error"] > 0)]
+            y = [laws.index(law) + offset for law in shown["law"]]
+            if scheme.startswith("paper"):
+                ax.plot(shown["relative_error"], y, "D", ms=4, color=colour, label=label)
+            else:
+                ax.barh(y, shown["relative_error"], height=0.25, color=colour, label=label)
+        ax.set_yticks(range(len(laws)), [_law_label(rows, law) for law in laws], fontsize=7)
+        ax.invert_yaxis()
+        ax.set(xscale="log", xlabel=f"mean |predicted − observed| / observed {'loss' if kind == 'loss' else 'δ'}",
+               title="laws of the loss" if kind == "loss" else "laws of a degradation δ")  # fmt: skip
+    axes[0][0].legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
+    add_footer(
+        fig,
+        "Each law fitted on the points of this run its inputs allow (every study's runs, shared runs once); held out: "
+        "each size (budget) predicted by a fit without it. † a parameter at its bound; (not fitted): too few points "
+        "or an input no study records. δ laws fitted on linear residuals are scored against the held-out mean |δ|.",
+    )
+    return fig
+
+
+def _law_label(rows, law: str) -> str:
+    """The law's name with its number of points, † where its fit has a parameter at its bound, or why not fitted."""
+    mine = rows[(rows["law"] == law) & (rows["source"] == "this run's fit")]
+    first = mine.iloc[0] if len(mine) else None
+    if first is None or str(first["note"]).startswith("not fitted"):
+        return f"{law} (not fitted)"
+    bound = "†" if mine["note"].astype(str).str.contains("at its bound").any() else ""
+    return f"{law}{bound} ({int(first['n_points'])} pts)"

@@ -18,16 +18,15 @@ from qscaling.laws import LAWS, derived_quantities, fit, get_law, load_fit, star
 from qscaling.laws.synthetic import group_column
 from qscaling.laws.table import (
     PAIR_KEYS,
-    absent_levels,
     check_rows,
     constant_inputs,
     derive_column,
+    held_params,
     pair_with_baselines,
     parse_map,
     read_table,
     repeated_rows,
     select_rows,
-    unidentifiable,
 )
 
 PLOT_SUFFIXES = (".png", ".pdf", ".svg")
@@ -186,19 +185,6 @@ def fit_table(args):
     ]
     check_result(result)
     return result
-
-
-def held_params(law, table, constant: dict[str, float]) -> dict[str, tuple[str, str]]:
-    """Params the table cannot pin down -> (cause, the values behind it): an input they are identified by that is
-    constant (Law.identified_by), or a precision level the table lacks (Law.levels)."""
-    held = {
-        name: (
-            f"input {' and '.join(repr(i) for i in inputs)} constant",
-            f" ({', '.join(f'{i} = {constant[i]:g}' for i in inputs)})",
-        )
-        for name, inputs in unidentifiable(law, constant).items()
-    }
-    return {**{name: (cause, "") for name, cause in absent_levels(law, table).items()}, **held}
 
 
 def check_result(result) -> None:

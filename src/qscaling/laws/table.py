@@ -210,3 +210,16 @@ def _describe(table: pd.DataFrame, row, columns) -> str:
 def _first_line(error: BaseException) -> str:
     text = str(error).strip() or type(error).__name__
     return text.splitlines()[0]
+
+
+def held_params(law: Law, table: pd.DataFrame, constant: Mapping[str, float]) -> dict[str, tuple[str, str]]:
+    """Params the table cannot pin down -> (cause, the values behind it): an input they are identified by that is
+    constant (Law.identified_by), or a precision level the table lacks (Law.levels)."""
+    held = {
+        name: (
+            f"input {' and '.join(repr(i) for i in inputs)} constant",
+            f" ({', '.join(f'{i} = {constant[i]:g}' for i in inputs)})",
+        )
+        for name, inputs in unidentifiable(law, constant).items()
+    }
+    return {**{name: (cause, "") for name, cause in absent_levels(law, table).items()}, **held}

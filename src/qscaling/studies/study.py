@@ -85,6 +85,8 @@ class Study:
       fit_tables(table, settings, **fit_inputs)       tables made with the fits, named by `fit_table_names`
       claims(tables, fits, settings, noise)           the paper's claims checked ({"table": its table, …}), those
                                                       between trained runs held to noise.sigma (ClaimNoise)
+      law_points(table, settings)                     its runs as points of the law comparison: {"training": …,
+                                                      "ptq": …} in qscaling.comparison's schemas
     """
 
     name: str
@@ -102,6 +104,7 @@ class Study:
     fit_inputs: tuple[str, ...] = ()  # tables of its jobs the fits read besides its own, passed by name
     figures: tuple[str, ...] = ()  # the modules declaring its figures (`qscaling.figures.figure`)
     diverged_rule: str | None = None  # how build_table leaves out diverged runs; without one such a row stops it
+    law_points: Callable | None = None  # its runs for the law comparison (qscaling.comparison)
 
     def __post_init__(self):
         if bool(self.fit_names) != bool(self.fit_laws) or bool(self.fit_tables) != bool(self.fit_table_names):

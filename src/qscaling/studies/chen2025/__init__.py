@@ -35,6 +35,7 @@ STUDY = Study(
     scoring=grid.scoring,
     jobs=grid.jobs,
     build_table=analysis.build_table,
+    law_points=analysis.law_points,
     fit_names=analysis.fit_names,
     fit_laws=analysis.fit_laws,
     fit_tables=analysis.fit_tables,

@@ -10,12 +10,13 @@ import numpy as np
 import pandas as pd
 
 from qscaling.atomic import write_table
+from qscaling.comparison import full_precision, training_frame
 from qscaling.laws import chen2025 as law
 from qscaling.laws import try_fit
 from qscaling.laws.table import constant_inputs, unidentifiable
 from qscaling.noise import ClaimNoise, Sigma, cells_of, noise_floor, own_repeats_sigma, repeats_by_cell
 from qscaling.stats import standard_error
-from qscaling.studies.chen2025.grid import ABSMAX, CHANNEL, FULL, INT, STUDY
+from qscaling.studies.chen2025.grid import ABSMAX, CHANNEL, FP, FULL, INT, STUDY
 from qscaling.studies.chen2025.settings import Chen2025Settings
 from qscaling.studies.tables import PARTNER_KEYS, split_diverged
 
@@ -261,3 +262,22 @@ def ratio_trend(ratios: pd.DataFrame, bootstrap: int, seed: int = 0) -> tuple[fl
         return float(np.polyfit(x, y, 1)[0]) if np.ptp(x) > 0 else math.nan
 
     return _with_percentile_ci(ratios, slope, bootstrap, seed)
+
+
+# Chen et al.'s precisions as the bits of weights and activations (inf: kept in full precision).
+PRECISION_BITS = {"W4A4": (4, 4), "W4A16": (4, np.inf), "W16A4": (np.inf, 4)}
+
+
+def law_points(table: pd.DataFrame, settings: Chen2025Settings) -> dict:
+    """Its QAT runs at the recipe's LR with the absmax quantizer, and their fp32 partners, as training points of
+    the law comparison (`qscaling.comparison`); FP4 runs carry E2M1 with the group as block."""
+    rows = table[~table["diverged"].astype(bool) & (table["lr_scale"] == 1.0) & (table["quantizer"] == ABSMAX)]
+    rows = rows[rows["precision"].isin(list(PRECISION_BITS))]
+    weights, activations = zip(*rows["precision"].map(PRECISION_BITS)) if len(rows) else ((), ())
+    fp = rows["format"] == FP
+    quantized = rows[["run", "N", "D", "loss", "G", "delta"]].assign(
+        study=STUDY, format=rows["format"], P_w=list(weights), P_a=list(activations), P_kv=np.inf,
+        E=np.where(fp, 2.0, np.nan), M=np.where(fp, 1.0, np.nan), B=rows["G"].where(fp),
+    )  # fmt: skip
+    partners = rows[["run_base", "N", "D", "base_loss"]].rename(columns={"run_base": "run", "base_loss": "loss"})
+    return {"training": pd.concat([training_frame(quantized), full_precision(partners, STUDY)], ignore_index=True)}

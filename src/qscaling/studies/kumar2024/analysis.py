@@ -11,6 +11,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from qscaling.comparison import full_precision, ptq_frame
 from qscaling.laws import kumar2024 as law
 from qscaling.laws import try_fit
 from qscaling.laws.baseline import KUMAR2024_CHINCHILLA
@@ -309,3 +310,15 @@ def claims(tables: dict, fits: dict, settings: Kumar2024Settings, noise: ClaimNo
             text = f"Fitted {name} of δ_PTQ has the paper's sign (paper {paper})"
             out.append(positive_parameter_claim(STUDY, text, fitted, name, paper=paper))
     return out
+
+
+def law_points(table: pd.DataFrame, settings: Kumar2024Settings) -> dict:
+    """The main schedule's annealed checkpoints for the law comparison (`qscaling.comparison`): their held-out loss
+    as full-precision training points, and each post-training quantization's δ."""
+    rows = table[(table["split"] == "val") & table["main"]]
+    unquantized = rows[rows["method"] == "none"]
+    quantized = rows[rows["method"] != "none"]
+    return {
+        "training": full_precision(unquantized[["run", "N", "D", "loss"]], STUDY),
+        "ptq": ptq_frame(quantized[["run", "N", "D", "method", "bits", "base_loss", "delta"]].assign(study=STUDY)),
+    }

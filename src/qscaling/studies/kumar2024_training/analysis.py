@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from qscaling.atomic import write_table
+from qscaling.comparison import training_frame
 from qscaling.laws import LAWS, try_fit
 from qscaling.laws import kumar2024 as law
 from qscaling.laws.table import constant_inputs, unidentifiable
@@ -256,3 +257,18 @@ def precision_cost(fit, rows: pd.DataFrame, *, paper: bool = False) -> float:
         params |= {name: TABLE2[name] for name in params if name.startswith(("gamma_", "n_")) and name in TABLE2}
     full = points.assign(**{f"P_{tensor}": FULL_BITS for tensor in TENSOR_SPECS})
     return float(np.max(fit.law(params, points) - fit.law(params, full)))
+
+
+def law_points(table: pd.DataFrame, settings: Kumar2024TrainingSettings) -> dict:
+    """Its INT-trained runs at the paper's granularities and their fp32 partners, as training points of the law
+    comparison (`qscaling.comparison`); the FP and per-tensor ablations are left out (no law there reads them)."""
+    rows = trained(table)
+    rows = rows[rows["varied"].isin(["", *TENSOR_SPECS, JOINT])]
+    bits = {role: rows[role].where(rows[role] < FULL_BITS, np.inf) for role in ("P_w", "P_a", "P_kv")}
+    return {
+        "training": training_frame(
+            rows[["run", "N", "D", "loss", "delta"]].assign(
+                study=STUDY, format=np.where(rows["precision"] == FULL, "none", "int"), **bits
+            )
+        )
+    }

@@ -21,6 +21,7 @@ import pandas as pd
 from scipy import stats
 
 from qscaling.atomic import write_table
+from qscaling.comparison import full_precision
 from qscaling.config import Training
 from qscaling.laws import LAWS, profile, try_fit
 from qscaling.laws.baseline import CHINCHILLA
@@ -239,3 +240,8 @@ def claims(tables: dict, fits: dict, settings: LadderSettings, noise: ClaimNoise
     out.append(alpha_identified_claim(fit, tables.get("e_profile")))
     out.append(heldout_claim(fit, grid_rows(tables["table"])))
     return out
+
+
+def law_points(table: pd.DataFrame, settings: LadderSettings) -> dict:
+    """Its runs at the recipe's LR as full-precision training points of the law comparison (`qscaling.comparison`)."""
+    return {"training": full_precision(table[table["lr_multiplier"] == 1.0][["run", "N", "D", "loss"]], STUDY)}

@@ -28,6 +28,7 @@ STUDY = Study(
     plan=grid.plan,
     scoring=grid.scoring,
     build_table=analysis.build_table,
+    law_points=analysis.law_points,
     fit_names=analysis.fit_names,
     fit_laws=analysis.fit_laws,
     fit_tables=analysis.fit_tables,

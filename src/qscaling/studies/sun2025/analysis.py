@@ -11,6 +11,7 @@ solved from the block-size law instead (Fig. 12), as the paper does.
 import numpy as np
 import pandas as pd
 
+from qscaling.comparison import training_frame
 from qscaling.laws import LAWS, try_fit
 from qscaling.laws import sun2025 as law
 from qscaling.laws.table import constant_inputs, unidentifiable
@@ -200,3 +201,26 @@ def gemm_rows(table: pd.DataFrame) -> pd.DataFrame:
         return alone.set_index("inputs")
     point = _point_rows(rows[rows["format"] != FULL], alone.iloc[0])
     return point[point["inputs"].isin([*GEMM_INPUTS, LAW_INPUTS])].set_index("inputs")
+
+
+def law_points(table: pd.DataFrame, settings: Sun2025Settings) -> dict:
+    """Its runs that quantize the law's GEMM inputs (and their fp32 partners) as training points of the law
+    comparison (`qscaling.comparison`): FP format E, M and block size B (none for a per-tensor scale)."""
+    rows = trained(table)
+    rows = rows[(rows["format"] == FULL) | (rows["inputs"] == LAW_INPUTS)]
+    full = rows["format"] == FULL
+    bits = (1 + rows["E"] + rows["M"]).where(~full, np.inf).astype(float)
+    return {
+        "training": training_frame(
+            rows[["run", "N", "D", "loss", "delta"]].assign(
+                study=STUDY,
+                format=np.where(full, "none", "fp"),
+                P_w=bits,
+                P_a=bits,
+                P_kv=np.inf,
+                E=rows["E"].where(~full),
+                M=rows["M"].where(~full),
+                B=rows["B"].where(~full),
+            )
+        )
+    }
