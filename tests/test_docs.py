@@ -11,7 +11,7 @@ import pytest
 from conftest import REPO_ROOT
 
 from qscaling.laws import LAWS
-from qscaling.report import RESULTS_END, RESULTS_START, results_page, with_results
+from qscaling.report import LAWS_END, LAWS_START, RESULTS_END, RESULTS_START, results_page, with_laws, with_results
 
 README = REPO_ROOT / "README.md"
 PAGES = [README, *sorted((REPO_ROOT / "docs").glob("*.md"))]
@@ -28,6 +28,17 @@ def test_the_results_block_and_page_are_generated_from_the_reference(claims):
     assert RESULTS_START in text and RESULTS_END in text
     assert with_results(text, claims) == text, "README's results block is stale: run `make docs`"
     assert (REPO_ROOT / "docs" / "results.md").read_text() == results_page(claims), "run `make docs`"
+
+
+def test_the_law_comparison_sentences_are_generated_from_the_reference():
+    comparison = pd.read_csv(REPO_ROOT / "reference" / "default" / "results" / "tables" / "law_comparison.csv")
+    text = README.read_text()
+    assert LAWS_START in text and LAWS_END in text
+    assert with_laws(text, comparison) == text, "README's law comparison is stale: run `make docs`"
+    best = comparison[comparison["scheme"] == "leave one size out"].sort_values("relative_error").iloc[0]
+    assert f"`{best['law']}` predicts held-out" in text
+    worse = comparison.assign(relative_error=comparison["relative_error"] * 2)
+    assert with_laws(text, worse) != text
 
 
 def test_a_changed_verdict_makes_the_committed_text_stale(claims):

@@ -48,16 +48,16 @@ def learning_curves(tables, fits):
 
 # The law comparison's held-out schemes and the paper constants' prediction, each a bar or marker per law.
 COMPARISON_SERIES = {
-    "leave one size out": ("this run's fit, sizes held out", "C0"),
-    "leave one budget out": ("this run's fit, budgets held out", "C2"),
-    "paper constants, no fit": ("paper constants (no fit)", "0.2"),
+    "leave one size out": ("this run's fit, sizes held out", "C0", "o"),
+    "leave one budget out": ("this run's fit, budgets held out", "C2", "s"),
+    "paper constants, no fit": ("paper constants (no fit)", "0.2", "D"),
 }
 
 
 @figure(tables={"comparison": "law_comparison"})
 def law_comparison(tables, fits):
-    """Every law fitted on the same runs: its error on held-out sizes and budgets (bars) and the error of its
-    paper's constants (diamond), one panel for laws of the loss and one for laws of a degradation δ."""
+    """Every law fitted on the same runs: its error on held-out sizes (circle) and budgets (square) and the error of
+    its paper's constants (diamond), one panel for laws of the loss and one for laws of a degradation δ."""
     table = tables["comparison"]
     kinds = [kind for kind in ("loss", "delta") if kind in set(table["kind"])]
     heights = [table[table["kind"] == kind]["law"].nunique() for kind in kinds]
@@ -66,13 +66,10 @@ def law_comparison(tables, fits):
     for ax, kind in zip(axes[:, 0], kinds):
         rows = table[table["kind"] == kind]
         laws = list(dict.fromkeys(rows["law"]))
-        for offset, (scheme, (label, colour)) in zip((-0.27, 0.0, 0.27), COMPARISON_SERIES.items()):
+        for offset, (scheme, (label, colour, marker)) in zip((-0.2, 0.0, 0.2), COMPARISON_SERIES.items()):
             shown = rows[(rows["scheme"] == scheme) & (rows["relative_error"] > 0)]
             y = [laws.index(law) + offset for law in shown["law"]]
-            if scheme.startswith("paper"):
-                ax.plot(shown["relative_error"], y, "D", ms=4, color=colour, label=label)
-            else:
-                ax.barh(y, shown["relative_error"], height=0.25, color=colour, label=label)
+            ax.plot(shown["relative_error"], y, marker, ms=4, ls="none", color=colour, label=label)
         ax.set_yticks(range(len(laws)), [_law_label(rows, law) for law in laws], fontsize=7)
         ax.invert_yaxis()
         ax.set(xscale="log", xlabel=f"mean |predicted − observed| / observed {'loss' if kind == 'loss' else 'δ'}",
