@@ -74,7 +74,8 @@ def artifact_path(artifact: str, scale: str = "smoke") -> Path:
     results = REFERENCE / scale / "results"
     study, _, name = artifact.partition("/")
     if not name:
-        return results / "tables" / f"{study}.parquet"
+        table = results / "tables" / f"{study}.parquet"
+        return table if table.exists() else table.with_suffix(".csv")  # the law comparison is a CSV
     table = results / "tables" / f"{study}_{name}.parquet"
     return table if table.exists() else results / "fits" / study / f"{name}.parquet"
 
