@@ -34,6 +34,7 @@ LAYERS = {
     "qscaling.stats": FOUNDATIONS,
     "qscaling.data": NUMERICS,
     "qscaling.kernels": NUMERICS,
+    "qscaling.comparison": NUMERICS,
     "qscaling.laws": NUMERICS,
     "qscaling.model": NUMERICS,
     "qscaling.outliers": NUMERICS,

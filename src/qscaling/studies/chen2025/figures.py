@@ -144,19 +144,15 @@ def fig5(tables, fits):
                 ax.scatter(rows["delta"][chosen], predicted[chosen], s=12, color=colour, label=f"G = {group:g}")
         both = np.concatenate([rows["delta"].to_numpy(float), np.asarray(predicted, float), [0.0]])
         # One square view on linear axes (the fits read δ ≤ 0 too), so y = x is the diagonal.
-        pad = 0.08 * (both.max() - both.min() or 1e-3)
-        ends = np.array([both.min() - pad, both.max() + pad])
+        ends = np.array([both.min(), both.max()]) + np.array([-0.08, 0.08]) * (both.max() - both.min() or 1e-3)
         ax.plot(ends, ends, ":", color="k", lw=1, label="y = x")
         ax.axvline(0, color="0.6", lw=0.6)
         ax.set(xlim=ends, ylim=ends, xlabel="measured δ (nats/token)", title=precision.replace("_", " "),
                ylabel="fitted δ" if precision == present[0] else "")  # fmt: skip
         ax.xaxis.set_major_locator(MaxNLocator(3))
         ax.legend(fontsize=6)
-    add_footer(
-        fig,
-        "This run's QAT points at the recipe seed, δ ≤ 0 included (the fits' points: each law is fitted on linear"
-        " residuals); each precision's own fit.",
-    )
+    note = "This run's QAT points at the recipe seed, δ ≤ 0 included (the fits' points: each law is fitted on linear"
+    add_footer(fig, note + " residuals); each precision's own fit.")
     flag_bounds(fig, {f"this run's {precision} fit": fits[fit_name(precision)] for precision in present})
     return fig
 
