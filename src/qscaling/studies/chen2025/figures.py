@@ -80,7 +80,7 @@ def _table_page(frame, width):
 def table1(tables, fits):
     """Table 1 rendered: the QAT law's constants per precision, the paper's beside this run's."""
     frame = table1_frame(tables, fits)
-    fig, ax = _table_page(frame, width=7.5)
+    fig, ax = _table_page(frame, width=8.2)  # room for "1e-08 [1e-08, 1e-08] at bound" beside its row label
     cells = []
     for row in frame.itertuples():
         values = []

@@ -139,7 +139,11 @@ def fig1_right(tables, fits):
         ticks = sorted(at_budget["P"].unique())
         ax.set_xticks(ticks, labels=[f"{bits:g}" for bits in ticks])
         ax.minorticks_off()
-        ax.legend(fontsize=6)
+    # One legend beside the last panel (a family keeps its colour throughout): inside, it covered points and labels.
+    entries = {label: handle for ax in axes[0] for handle, label in zip(*ax.get_legend_handles_labels())}
+    if entries:
+        axes[0][-1].legend(entries.values(), entries.keys(), fontsize=6, loc="upper left", bbox_to_anchor=(1.02, 1),
+                           borderaxespad=0)  # fmt: skip
     axes[0][0].set_ylabel("held-out loss (nats/token)")
     add_footer(
         fig,
