@@ -212,7 +212,10 @@ def _scored(law: Law, rows: pd.DataFrame, selection: Selection) -> list[dict]:
             break
         if group is None:
             notes = [note for note in result.notes if not note.endswith("fixed, not fitted")]
-            value, note = _relative_error(law, result.predict(rows), observed), "; ".join(held_note + notes)
+            value, note = (
+                float(np.mean(law.relative_errors(result.predict(rows), observed))),
+                "; ".join(held_note + notes),
+            )
         elif result.heldout_relative_error is None:
             value, note = math.nan, f"not scored: fewer than three values of {group}"
         else:
@@ -220,13 +223,8 @@ def _scored(law: Law, rows: pd.DataFrame, selection: Selection) -> list[dict]:
         records.append({**this_run, "scheme": scheme, "relative_error": value, "note": note})
     if law.paper_params:
         try:  # a precision the paper never fitted raises (QuEST's, Quartet's per-precision efficiencies)
-            value, note = _relative_error(law, law(paper, rows), observed), paper.source
+            value, note = float(np.mean(law.relative_errors(law(paper, rows), observed))), paper.source
         except ValueError as error:
             value, note = math.nan, str(error)
         records.append({"source": "paper constants", "scheme": PAPER_SCHEME, "relative_error": value, "note": note})
     return records
-
-
-def _relative_error(law: Law, predicted: np.ndarray, observed: np.ndarray) -> float:
-    scale = observed if law.residuals == "log" else np.mean(np.abs(observed))
-    return float(np.mean(np.abs(np.asarray(predicted, float) - observed) / scale))

@@ -101,6 +101,13 @@ class Law:
         """Values (targets or predictions) in the space whose differences the fit's loss reads."""
         return np.log(values) if self.residuals == "log" else np.asarray(values, dtype=float)
 
+    def relative_errors(self, predicted, observed) -> np.ndarray:
+        """|predicted − observed| per point, relative to the observation — or, for a law fitted on linear residuals
+        (a δ that can be ≤ 0, where a point's own value makes a ratio meaningless), to the points' mean |observed|."""
+        observed = np.asarray(observed, dtype=float)
+        scale = observed if self.residuals == "log" else np.mean(np.abs(observed))
+        return np.abs(np.asarray(predicted, dtype=float) - observed) / scale
+
     @property
     def param_names(self) -> tuple[str, ...]:
         return tuple(param.name for param in self.params)

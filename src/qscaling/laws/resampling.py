@@ -66,8 +66,7 @@ def leave_one_group_out(law, table, columns, y, z_bounds, z_best, group_col, not
         with one_blas_thread():
             _, z = minimise(law, columns, fit_y, weight, z_bounds, z_best)
         prediction = law.evaluate_many(to_natural(law, z[None]), columns)[0]
-        scale = y[held_out] if law.residuals == "log" else np.mean(np.abs(y[held_out]))
-        errors[held_out] = np.abs(prediction[held_out] - y[held_out]) / scale
+        errors[held_out] = law.relative_errors(prediction[held_out], y[held_out])
         by_group[f"{value:g}" if isinstance(value, (float, np.floating)) else str(value)] = float(
             np.mean(errors[held_out])
         )
