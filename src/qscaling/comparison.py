@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from qscaling.laws import LAWS, fit, start_sample
+from qscaling.laws.efficiency2025 import QUEST_BITS
 from qscaling.laws.law import Law
 from qscaling.laws.table import constant_inputs, held_params
 
@@ -126,7 +127,7 @@ SELECTIONS: dict[str, Selection] = {
     },
     "panferov2025.quest": Selection(
         "training",
-        lambda t: _integer(t) & (t["P_w"] == t["P_a"]) & np.isinf(t["P_kv"]) & t["P_w"].isin([1, 2, 3, 4, 8, np.inf]),
+        lambda t: _integer(t) & (t["P_w"] == t["P_a"]) & np.isinf(t["P_kv"]) & t["P_w"].isin([*QUEST_BITS, np.inf]),
         {"P": "P_w", "loss": "loss"},
         "full-precision runs and runs with weights and activations in INT at one of QuEST's bit widths",
     ),
