@@ -37,9 +37,10 @@ $(STAMP): pyproject.toml requirements.lock
 figures: $(STAMP)
 	$(BIN)/qscaling run --cores $(CORES) --config scale=$(SCALE)
 
-# Lint with zero findings first (ruff, snakefmt, snakemake --lint), then the whole suite.
+# Lint with zero findings first (ruff, snakefmt, snakemake --lint), then the whole suite on two workers (the tests
+# of the shared smoke runs together on one: tests/conftest.py).
 test: lint
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 --dist loadgroup
 
 # For working sessions: everything but the end-to-end DAG runs (tests marked slow), in under 5 minutes on 2 cores.
 test-fast: lint

@@ -33,6 +33,9 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if DAG_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+            # `make test` runs two xdist workers with --dist loadgroup: every test of a session-scoped DAG run goes to
+            # one worker, so each run is made once while the other worker takes the rest of the suite.
+            item.add_marker(pytest.mark.xdist_group("smoke_dag"))
 
 
 @pytest.fixture(scope="session", autouse=True)

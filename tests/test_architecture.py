@@ -35,6 +35,7 @@ LAYERS = {
     "qscaling.data": NUMERICS,
     "qscaling.kernels": NUMERICS,
     "qscaling.comparison": NUMERICS,
+    "qscaling.public": NUMERICS,
     "qscaling.laws": NUMERICS,
     "qscaling.model": NUMERICS,
     "qscaling.outliers": NUMERICS,

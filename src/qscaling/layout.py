@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 LEARNING_CURVES = "learning_curves"
 LAW_COMPARISON = "law_comparison"  # every law fitted on every study's runs (qscaling.comparison)
+PUBLIC_PREDICTIONS = "public_predictions"  # the laws' paper constants against published tables (qscaling.public)
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,10 @@ class Layout:
     @staticmethod
     def law_comparison() -> str:
         return f"results/tables/{LAW_COMPARISON}.csv"
+
+    @staticmethod
+    def public_predictions() -> str:
+        return f"results/tables/{PUBLIC_PREDICTIONS}.csv"
 
     @staticmethod
     def fit(study: str, name: str) -> str:

@@ -12,7 +12,7 @@ import yaml
 from qscaling.atomic import write_text
 from qscaling.config import Common, Config, resolve_config
 from qscaling.figures import declared_figures, figure_inputs, figure_modules
-from qscaling.layout import LAW_COMPARISON, LEARNING_CURVES, Layout
+from qscaling.layout import LAW_COMPARISON, LEARNING_CURVES, PUBLIC_PREDICTIONS, Layout
 from qscaling.noise import NOISE_PATH
 from qscaling.plan import Planner, log_spaced_tokens
 from qscaling.settings import StudySettings, schema_of
@@ -144,7 +144,10 @@ class Pipeline:
     @property
     def artifact_paths(self) -> dict[str, str]:
         """Artifact id -> path (class docstring)."""
-        paths = {LEARNING_CURVES: self.layout.table(LEARNING_CURVES)}
+        paths = {
+            LEARNING_CURVES: self.layout.table(LEARNING_CURVES),
+            PUBLIC_PREDICTIONS: self.layout.public_predictions(),
+        }
         if self.comparison_inputs:
             paths[LAW_COMPARISON] = self.layout.law_comparison()
         for study, named in self.artifacts.items():

@@ -1,6 +1,8 @@
 # Everything that is not a rule: the planned workflow (qscaling.pipeline) — the typed config, every planned run
 # and scored checkpoint, every study's jobs, fits and tables, every declared figure with its inputs — and the
 # paths of every artifact (qscaling.layout). No study is named here.
+from pathlib import Path
+
 from qscaling.pipeline import Pipeline
 
 PIPELINE = Pipeline.from_config(config)
@@ -13,6 +15,8 @@ STUDIES = PIPELINE.studies
 DEVICE = CONFIG.device
 GPU = 1 if DEVICE == "cuda" else 0
 SCORED_LABELS = PIPELINE.scored_labels()
+# Published tables of quantized public models, shipped beside this workflow (data/public/README.md).
+PUBLIC_TABLES = sorted(str(path) for path in Path(workflow.basedir, "data", "public").glob("*.csv"))
 # The conda environment every job runs in under --use-conda (without it, the current environment).
 CONDA_ENV = "../envs/qscaling.yaml"
 

@@ -148,6 +148,27 @@ if PIPELINE.comparison_inputs:
             "../scripts/compare_laws.py"
 
 
+rule predict_public_tables:
+    input:
+        tables=PUBLIC_TABLES,
+    output:
+        table=LAYOUT.public_predictions(),
+    log:
+        "logs/tables/public_predictions.log",
+    benchmark:
+        "benchmarks/tables/public_predictions.tsv"
+    conda:
+        CONDA_ENV
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=5,
+    message:
+        "Predicting the published tables of data/public from the papers' constants"
+    script:
+        "../scripts/predict_public_tables.py"
+
+
 rule collect_claims:
     input:
         **PIPELINE.claim_inputs(),

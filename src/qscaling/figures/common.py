@@ -1,11 +1,12 @@
-"""Figures of no one study: the learning curves of the shared trunks (figures/common/learning_curves) and every law
-fitted on every study's runs (figures/common/law_comparison)."""
+"""Figures of no one study: the learning curves of the shared trunks (figures/common/learning_curves), every law
+fitted on every study's runs (figures/common/law_comparison) and the laws' paper constants against published tables
+of public models (figures/common/public_tables)."""
 
 import numpy as np
 import seaborn as sns
 from matplotlib.ticker import FixedLocator, NullFormatter
 
-from qscaling.figures import add_footer, figure, new_figure
+from qscaling.figures import add_footer, figure, new_figure, no_points
 
 
 @figure(tables={"curves": "learning_curves"})
@@ -92,3 +93,55 @@ def _law_label(rows, law: str) -> str:
         return f"{law} (not fitted)"
     bound = "†" if mine["note"].astype(str).str.contains("at its bound").any() else ""
     return f"{law}{bound} ({int(first['n_points'])} pts)"
+
+
+# Each law and paper variant of `qscaling.public.PUBLIC_LAWS`: (colour, marker); others fall back to grey circles.
+PUBLIC_SERIES = {
+    ("kumar2024.ptq", "table2"): ("C0", "o"),
+    ("kumar2024.ptq", "table2_offset"): ("C9", "s"),
+    ("ouyang2024.qid", "eq4"): ("C3", "D"),
+}
+
+
+@figure(tables={"predictions": "public_predictions"})
+def public_tables(tables, fits):
+    """One panel per published table of data/public: each PTQ law's prediction from its paper's constants against
+    the measured δ = ln(perplexity ratio), with the line where they agree and factors of two either side; rows whose
+    δ the published digits' rounding could account for are left out, the rounding's reach shaded."""
+    predictions = tables["predictions"]
+    names = list(dict.fromkeys(predictions["table"]))
+    fig, axes = new_figure(max(len(names), 1), width=3.4, height=3.4, gridspec_kw={"wspace": 0.35})
+    if not names:
+        no_points(axes[0][0], "no published tables in data/public")
+        return fig
+    left_out = []
+    for ax, name in zip(axes[0], names):
+        rows = predictions[predictions["table"] == name]
+        resolved = rows[rows["measured_delta"] > rows["rounding_bound"]]
+        for (law, variant), series in resolved.groupby(["law", "variant"], sort=False):
+            colour, marker = PUBLIC_SERIES.get((law, variant), ("0.5", "o"))
+            ax.plot(series["measured_delta"], series["predicted_delta"], marker, ms=3.5, ls="none", color=colour,
+                    alpha=0.85, label=f"{law} {variant}")  # fmt: skip
+        values = np.concatenate([resolved["measured_delta"], resolved["predicted_delta"]])
+        low, high = values.min() / 2, values.max() * 2
+        diagonal = np.array([low, high])
+        ax.plot(diagonal, diagonal, "-", color="0.2", lw=0.8, label="prediction = measurement")
+        for factor in (0.5, 2.0):
+            ax.plot(diagonal, factor * diagonal, ":", color="0.4", lw=0.7, label="factor 2" if factor > 1 else None)
+        reach = rows["rounding_bound"].max()
+        ax.axvspan(low, reach, color="0.9", zorder=0, label="within rounding of the published digits")
+        ax.set(xscale="log", yscale="log", xlim=(low, high), ylim=(low, high), title=name,
+               xlabel="measured δ (nats)", ylabel="predicted δ (nats), paper constants")  # fmt: skip
+        models = rows[["model", "format"]].drop_duplicates()
+        unresolved = rows[rows["measured_delta"] <= rows["rounding_bound"]][["model", "format"]].drop_duplicates()
+        left_out.append(f"{name}: {len(unresolved)} of {len(models)} rows within rounding")
+    axes[0][-1].legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
+    add_footer(
+        fig,
+        "Published measurements of public models (data/public/<table>.csv, each with a note naming its source and "
+        "licence): δ = ln(perplexity / 16-bit perplexity); predictions from each paper's constants, no fit. The papers fitted these laws to GPTQ; these tables "
+        "are round-to-nearest, which degrades more, so a law that transfers predicts at most the measured δ. Left out: "
+        + "; ".join(left_out)
+        + ".",
+    )
+    return fig
