@@ -12,7 +12,14 @@ from conftest import REPO_ROOT
 
 from qscaling.figures import common
 from qscaling.laws import LAWS
-from qscaling.public import PUBLIC_COLUMNS, PUBLIC_LAWS, law_predictions, read_public_table, transfer
+from qscaling.public import (
+    PUBLIC_COLUMNS,
+    PUBLIC_LAWS,
+    law_predictions,
+    public_tables,
+    read_public_table,
+    transfer,
+)
 from qscaling.report import PUBLIC_END, PUBLIC_START, with_public
 
 PUBLIC = REPO_ROOT / "data" / "public"
@@ -117,3 +124,11 @@ def test_the_figure_draws_every_resolved_row_per_law_and_shades_the_rounding():
     footer = " ".join(text.get_text() for text in fig.texts)
     assert "fitted these laws to GPTQ" in footer and "within rounding" in footer
     plt.close(fig)
+
+
+def test_a_bad_table_stops_the_workflow_before_any_job(tmp_path):
+    (tmp_path / "a.csv").write_text(HEADER + "\n" + GOOD + "\n")
+    assert public_tables(tmp_path) == [str(tmp_path / "a.csv")]
+    (tmp_path / "b.csv").write_text(HEADER + "\n" + GOOD.replace(",4,", ",four,") + "\n")
+    with pytest.raises(ValueError, match=r"b\.csv, row 2: bits = 'four' is not a positive number"):
+        public_tables(tmp_path)

@@ -57,6 +57,15 @@ def read_public_table(path: str | Path) -> pd.DataFrame:
     return frame
 
 
+def public_tables(directory: str | Path) -> list[str]:
+    """The tables in `directory` (every `*.csv`, sorted), each read once so that a bad one stops the workflow while
+    Snakemake builds its DAG, before any job runs (`read_public_table`'s one-line ValueError)."""
+    paths = sorted(str(path) for path in Path(directory).glob("*.csv"))
+    for path in paths:
+        read_public_table(path)
+    return paths
+
+
 def measured_delta(table: pd.DataFrame) -> np.ndarray:
     """ln(perplexity / baseline perplexity): the loss gap in nats per token."""
     return np.log(table["perplexity"].to_numpy(float) / table["baseline_perplexity"].to_numpy(float))

@@ -4,6 +4,7 @@
 from pathlib import Path
 
 from qscaling.pipeline import Pipeline
+from qscaling.public import public_tables
 
 PIPELINE = Pipeline.from_config(config)
 CONFIG = PIPELINE.config
@@ -15,8 +16,9 @@ STUDIES = PIPELINE.studies
 DEVICE = CONFIG.device
 GPU = 1 if DEVICE == "cuda" else 0
 SCORED_LABELS = PIPELINE.scored_labels()
-# Published tables of quantized public models, shipped beside this workflow (data/public/README.md).
-PUBLIC_TABLES = sorted(str(path) for path in Path(workflow.basedir, "data", "public").glob("*.csv"))
+# Published tables of quantized public models, shipped beside this workflow (data/public/README.md); a bad one
+# stops the run here, before any job.
+PUBLIC_TABLES = public_tables(Path(workflow.basedir, "data", "public"))
 # The conda environment every job runs in under --use-conda (without it, the current environment).
 CONDA_ENV = "../envs/qscaling.yaml"
 
