@@ -139,9 +139,8 @@ def public_tables(tables, fits):
     add_footer(
         fig,
         "Published measurements of public models (data/public/<table>.csv, each with a note naming its source and "
-        "licence): δ = ln(perplexity / 16-bit perplexity); predictions from each paper's constants, no fit. The papers fitted these laws to GPTQ; these tables "
-        "are round-to-nearest, which degrades more, so a law that transfers predicts at most the measured δ. Left out: "
-        + "; ".join(left_out)
-        + ".",
+        "licence): δ = ln(perplexity / 16-bit perplexity); predictions from each paper's constants, no fit. The "
+        "papers fitted these laws to GPTQ; these tables are round-to-nearest, which degrades more, so a law that "
+        "transfers predicts at most the measured δ. Left out: " + "; ".join(left_out) + ".",
     )
     return fig
