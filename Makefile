@@ -42,7 +42,7 @@ figures: $(STAMP)
 test: lint
 	$(BIN)/python -m pytest -n 2 --dist loadgroup
 
-# For working sessions: everything but the end-to-end DAG runs (tests marked slow), in under 5 minutes on 2 cores.
+# For working sessions: everything but the end-to-end DAG runs (tests marked slow), in about 10 minutes on 2 cores.
 test-fast: lint
 	QSCALING_TEST_TIER=fast $(BIN)/python -m pytest -m "not slow" -n 2
 
