@@ -100,10 +100,15 @@ def law_predictions(tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)[PREDICTION_COLUMNS]
 
 
+def beyond_rounding(predictions: pd.DataFrame) -> pd.Series:
+    """The rows whose measured δ the published perplexities' rounding alone cannot account for."""
+    return predictions["measured_delta"] > predictions["rounding_bound"]
+
+
 def transfer(predictions: pd.DataFrame) -> pd.DataFrame:
     """Per table, law and variant: how many rows have a measured δ beyond its rounding bound, and over those the
     median of predicted / measured δ and the share predicted within a factor of two."""
-    resolved = predictions[predictions["measured_delta"] > predictions["rounding_bound"]]
+    resolved = predictions[beyond_rounding(predictions)]
     ratio = resolved["predicted_delta"] / resolved["measured_delta"]
     grouped = resolved.assign(ratio=ratio, within_two=(ratio >= 0.5) & (ratio <= 2.0)).groupby(
         ["table", "law", "variant"], sort=False

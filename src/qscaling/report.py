@@ -183,7 +183,6 @@ def readme_public(predictions: pd.DataFrame) -> str:
     for name, rows in predictions.groupby("table", sort=False):
         shown = summary[summary["table"] == name]
         first = rows.iloc[0]
-        n_rows = len(rows[["model", "format"]].drop_duplicates())
         bits = "/".join(f"{bits:g}" for bits in sorted(rows["bits"].unique(), reverse=True))
         sizes = f"{rows['N'].min() / 1e9:.3g}B–{rows['N'].max() / 1e9:.3g}B"
         laws = "; ".join(
@@ -192,7 +191,7 @@ def readme_public(predictions: pd.DataFrame) -> str:
         )
         lines.append(
             f"- [`{name}`](data/public/{name}.md): {', '.join(dict.fromkeys(rows['family']))} at {sizes} parameters, "
-            f"{first['method']} at {bits} bits, {n_rows} rows ({int(shown['n_resolved'].iloc[0])} beyond the "
+            f"{first['method']} at {bits} bits, {int(shown['n_rows'].iloc[0])} rows ({int(shown['n_resolved'].iloc[0])} beyond the "
             f"rounding of the published perplexities). Median predicted / measured δ from the papers' constants: "
             f"{laws}."
         )

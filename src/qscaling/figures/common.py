@@ -7,6 +7,7 @@ import seaborn as sns
 from matplotlib.ticker import FixedLocator, NullFormatter
 
 from qscaling.figures import add_footer, figure, new_figure, no_points
+from qscaling.public import beyond_rounding
 
 
 @figure(tables={"curves": "learning_curves"})
@@ -117,7 +118,7 @@ def public_tables(tables, fits):
     left_out = []
     for ax, name in zip(axes[0], names):
         rows = predictions[predictions["table"] == name]
-        resolved = rows[rows["measured_delta"] > rows["rounding_bound"]]
+        resolved = rows[beyond_rounding(rows)]
         for (law, variant), series in resolved.groupby(["law", "variant"], sort=False):
             colour, marker = PUBLIC_SERIES.get((law, variant), ("0.5", "o"))
             ax.plot(series["measured_delta"], series["predicted_delta"], marker, ms=3.5, ls="none", color=colour,
@@ -133,7 +134,7 @@ def public_tables(tables, fits):
         ax.set(xscale="log", yscale="log", xlim=(low, high), ylim=(low, high), title=name,
                xlabel="measured δ (nats)", ylabel="predicted δ (nats), paper constants")  # fmt: skip
         models = rows[["model", "format"]].drop_duplicates()
-        unresolved = rows[rows["measured_delta"] <= rows["rounding_bound"]][["model", "format"]].drop_duplicates()
+        unresolved = rows[~beyond_rounding(rows)][["model", "format"]].drop_duplicates()
         left_out.append(f"{name}: {len(unresolved)} of {len(models)} rows within rounding")
     axes[0][-1].legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
     add_footer(
