@@ -29,6 +29,7 @@ FAST_TIER = os.environ.get("QSCALING_TEST_TIER") == "fast"
 DRY_RUN_FLAGS = {"-n", "--dry-run", "--dryrun", "--lint", "--list-target-rules", "--detailed-summary", "--summary"}
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
 def pytest_collection_modifyitems(items):
     for item in items:
         if DAG_FIXTURES & set(getattr(item, "fixturenames", ())):
