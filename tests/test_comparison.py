@@ -11,17 +11,22 @@ from conftest import REPO_ROOT
 
 from qscaling.comparison import (
     IN_SAMPLE,
+    PAPER_COMPARISONS,
     PAPER_SCHEME,
     SCHEMES,
+    PairedErrors,
     compare,
     full_precision,
     gather,
+    paired_errors,
     ptq_frame,
     training_frame,
 )
 from qscaling.laws import LAWS
 from qscaling.layout import LAW_COMPARISON
+from qscaling.noise import ClaimNoise, Sigma
 from qscaling.pipeline import Pipeline, resolve
+from qscaling.studies.law_claims import comparison_claims, loss_sigma, paired_claim
 
 SMOKE_TABLES = REPO_ROOT / "reference" / "smoke" / "results" / "tables"
 
@@ -100,3 +105,76 @@ def test_the_pipeline_compares_laws_when_a_study_contributes_and_draws_the_compa
         block["studies"] = {name: value for name, value in block["studies"].items() if name in only}
     bare = Pipeline.from_config(alone)
     assert not bare.comparison_inputs and LAW_COMPARISON not in bare.artifact_paths
+
+
+def weight_precision_runs(law_name: str, seeds: int = 1, noise: float = 0.0) -> pd.DataFrame:
+    """Full-precision and INT weight-only runs on a 4 sizes × 3 budgets × 5 precisions grid whose loss follows
+    `law_name` with known constants; `seeds` repeats of every point at N2e4, D5e5 (loss noise `noise` nats)."""
+    law = LAWS[law_name]
+    truth = {"A": 40.0, "alpha": 0.3, "B": 60.0, "E": 2.0, "gamma_w": 2.0, "n_w": 0.5, "gamma_D": 1.5, "n_D": 0.0}
+    truth = {name: truth.get(name, 1.0) for name in law.param_names}
+    grid = pd.DataFrame(
+        [(n, d, p) for n in (2e4, 4e4, 8e4, 1.6e5) for d in (5e5, 1e6, 2e6) for p in (3, 4, 6, 8, np.inf)],
+        columns=["N", "D", "P_w"],
+    )
+    grid = grid.assign(P_a=np.inf, P_kv=np.inf)
+    repeats = grid[(grid["N"] == 2e4) & (grid["D"] == 5e5)]
+    grid = pd.concat([grid, *[repeats] * (seeds - 1)], ignore_index=True)
+    loss = law(truth, grid) + noise * np.random.default_rng(0).standard_normal(len(grid))
+    runs = grid.assign(
+        run=[f"N{n / 1e3:g}k-{i:010x}" for i, n in enumerate(grid["N"])],
+        study="synthetic",
+        format=np.where(np.isinf(grid["P_w"]), "none", "int"),
+        loss=loss,
+    )
+    return training_frame(runs)
+
+
+def test_a_paper_comparison_is_repeated_on_the_points_both_laws_share():
+    training = weight_precision_runs("kumar2024.form_untied")
+    untied_vs_neff = next(c for c in PAPER_COMPARISONS if c.better == "kumar2024.form_untied")
+    paired = paired_errors(untied_vs_neff, training, ptq_frame({"run": [], "study": [], "N": [], "D": []}))
+    assert paired.scheme == SCHEMES["N"] and len(paired.points) == len(training) == 60
+    assert paired.groups == ["20000", "40000", "80000", "160000"]
+    better, worse = paired.mean_errors()
+    # The law that made the data predicts sizes it never saw almost exactly; N_eff's form cannot shrink the data.
+    assert better < 1e-6 and worse > 1e-3, (better, worse)
+    assert all(paired.better[group] < paired.worse[group] for group in paired.groups)
+
+
+def sigma_of(value: float, dof: float = 4.0) -> Sigma:
+    return Sigma(value, dof, 5, "MAD", f"σ_seed {value} nats")
+
+
+@pytest.mark.parametrize(
+    ("better", "worse", "sigma", "verdict"),
+    [
+        ({"1": 0.010, "2": 0.012}, {"1": 0.030, "2": 0.040}, 0.001, "reproduced"),
+        ({"1": 0.030, "2": 0.040}, {"1": 0.010, "2": 0.012}, 0.001, "not reproduced"),
+        ({"1": 0.010, "2": 0.012}, {"1": 0.030, "2": 0.040}, 0.05, "inconclusive"),  # the gap is inside the noise
+        ({}, {"1": 0.030, "2": 0.040}, 0.001, "inconclusive"),  # one law could not be scored
+    ],
+)
+def test_a_law_comparison_claim_can_take_each_verdict(better, worse, sigma, verdict):
+    points = pd.DataFrame({"run": ["N1k-a", "N1k-b", "N2k-c"], "N": [1.0, 1.0, 2.0], "D": [5e5] * 3,
+                           "loss": [4.0, 4.0, 4.0]})  # fmt: skip
+    paired = PairedErrors(PAPER_COMPARISONS[0], SCHEMES["N"], better, worse, points, "")
+    row = paired_claim(paired, sigma_of(sigma))
+    assert row["verdict"] == verdict and row["study"] == "law_comparison"
+    assert row["claim"].startswith(f"{PAPER_COMPARISONS[0].better} predicts held-out sizes better than")
+    assert row["noise"] == f"σ_seed {sigma} nats" and row["magnitude"] == "no paper value"
+
+
+def test_law_comparison_claims_hold_the_gap_to_the_seed_noise_of_the_points_own_repeats():
+    training = weight_precision_runs("kumar2024.form_untied", seeds=3, noise=0.001)
+    no_ptq = ptq_frame({"run": [], "study": [], "N": [], "D": []})
+    rows = comparison_claims(training, no_ptq, ClaimNoise())
+    assert [row["claim"].split(" predicts")[0] for row in rows] == [c.better for c in PAPER_COMPARISONS]
+    sigma = loss_sigma(training, training, ClaimNoise())
+    # Five precisions repeated three times at one cell: σ_seed pooled over them, near the 0.001 nats put in.
+    assert "MAD pooled over 5 cells" in sigma.source and "N20k int P_w 3 / 0.5M tokens" in sigma.source
+    assert 0.0003 < sigma.value < 0.003
+    untied = rows[[c.better for c in PAPER_COMPARISONS].index("kumar2024.form_untied")]
+    assert untied["verdict"] == "reproduced", untied["statistic"]
+    noisy = comparison_claims(weight_precision_runs("kumar2024.form_untied", seeds=3, noise=0.3), no_ptq, ClaimNoise())
+    assert all(row["verdict"] == "inconclusive" for row in noisy)

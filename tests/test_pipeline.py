@@ -51,6 +51,7 @@ def test_smoke_run_builds_every_study_figure_and_the_claims(smoke_run):
         "chen2025",
         "sun2025",
         "kumar2024_training",
+        "law_comparison",
     }
     assert set(claims["verdict"]) <= {"reproduced", "not reproduced", "inconclusive"}
     assert (claims["scale"] == "smoke").all()

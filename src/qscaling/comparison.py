@@ -20,6 +20,7 @@ import pandas as pd
 
 from qscaling.laws import LAWS, fit, start_sample
 from qscaling.laws.efficiency2025 import QUEST_BITS
+from qscaling.laws.kumar2024 import PAPER_FORM_R2
 from qscaling.laws.law import Law
 from qscaling.laws.table import constant_inputs, held_params
 
@@ -193,15 +194,11 @@ def _scored(law: Law, rows: pd.DataFrame, selection: Selection) -> list[dict]:
     `qscaling laws fit` holds them."""
     this_run = {"source": "this run's fit"}
     held = held_params(law, rows, constant_inputs(law, rows)) if len(rows) else {}
-    free = len(law.params) - len(held)
-    if len(rows) <= free or (held and not law.paper_params):
-        why = f"{len(rows)} points ({selection.description}) for {free} free parameters"
-        if held and not law.paper_params:
-            why = f"{', '.join(held)} unidentifiable on {selection.description} and no paper value to hold them at"
-        return [{**this_run, "scheme": IN_SAMPLE, "relative_error": math.nan, "note": f"not fitted: {why}"}]
+    why_not = _why_not_fitted(law, rows, held, selection.description)
+    if why_not:
+        return [{**this_run, "scheme": IN_SAMPLE, "relative_error": math.nan, "note": f"not fitted: {why_not}"}]
     paper = law.default_paper_params() if law.paper_params else {}
-    starts = [dict(zip(law.param_names, row)) for row in start_sample(law, STARTS, seed=0)]
-    options = {"fixed": {name: paper[name] for name in held} or None, "starts": starts, "bootstrap": 0, "seed": 0}
+    options = _fit_options(law, held)
     held_note = [f"{name} held at the paper's value ({cause})" for name, (cause, _) in held.items()]
     observed = rows[law.target].to_numpy(float)
     records = []
@@ -229,3 +226,112 @@ def _scored(law: Law, rows: pd.DataFrame, selection: Selection) -> list[dict]:
             value, note = math.nan, str(error)
         records.append({"source": "paper constants", "scheme": PAPER_SCHEME, "relative_error": value, "note": note})
     return records
+
+
+def _why_not_fitted(law: Law, rows: pd.DataFrame, held: Mapping, description: str) -> str:
+    """Why `law` cannot be fitted on `rows` (too few points for its free parameters, or parameters the points
+    cannot pin down and no paper value to hold them at); "" where it can."""
+    free = len(law.params) - len(held)
+    if held and not law.paper_params:
+        return f"{', '.join(held)} unidentifiable on {description} and no paper value to hold them at"
+    if len(rows) <= free:
+        return f"{len(rows)} points ({description}) for {free} free parameters"
+    return ""
+
+
+def _fit_options(law: Law, held: Mapping) -> dict:
+    """`qscaling.laws.fit`'s options for every fit of the comparison: STARTS Sobol starts, no bootstrap, the
+    parameters the points cannot pin down held at the paper's value."""
+    paper = law.default_paper_params() if law.paper_params else {}
+    starts = [dict(zip(law.param_names, row)) for row in start_sample(law, STARTS, seed=0)]
+    return {"fixed": {name: paper[name] for name in held} or None, "starts": starts, "bootstrap": 0, "seed": 0}
+
+
+@dataclass(frozen=True)
+class PaperComparison:
+    """Two laws a paper compared on the same points, `better` being the one it found to predict held-out points
+    better; `source` says where, with the paper's numbers."""
+
+    better: str
+    worse: str
+    source: str
+
+
+def _kumar_table_1(better: str, worse: str) -> PaperComparison:
+    def law_of(form: str) -> str:
+        return "kumar2024.neff" if form == "neff" else f"kumar2024.form_{form}"
+
+    r2 = PAPER_FORM_R2
+    return PaperComparison(
+        law_of(better), law_of(worse), f"Kumar et al. 2024 Table 1: held-out R² {r2[better]} vs {r2[worse]}"
+    )
+
+
+# Every comparison of two laws on the same points that a paper reports and this run's points can repeat.
+PAPER_COMPARISONS = tuple(
+    _kumar_table_1(*pair) if PAPER_FORM_R2[pair[0]] > PAPER_FORM_R2[pair[1]] else _kumar_table_1(*pair[::-1])
+    for pair in (("neff", form) for form in PAPER_FORM_R2 if form != "neff")
+)
+
+
+@dataclass(frozen=True)
+class PairedErrors:
+    """Both laws of a comparison fitted on the points they share and scored on each held-out group (size or
+    budget): group -> mean relative error, for the law the paper found better and for the other."""
+
+    comparison: PaperComparison
+    scheme: str
+    better: Mapping[str, float]
+    worse: Mapping[str, float]
+    points: pd.DataFrame  # the shared points (run, N, D and both laws' inputs)
+    note: str  # why there are no errors, where there are none
+
+    @property
+    def groups(self) -> list[str]:
+        """The held-out groups both laws were scored on."""
+        return [group for group in self.better if group in self.worse]
+
+    def mean_errors(self) -> tuple[float, float]:
+        """Each law's held-out error over the points of the shared groups (better, worse): each group's mean
+        weighted by its number of points, as `compare`'s held-out errors."""
+        groups = self.groups
+        if not groups:
+            return math.nan, math.nan
+        column = self.scheme_column
+        counts = self.points[column].map(lambda value: f"{value:g}").value_counts()
+        weights = np.array([counts[g] for g in groups], dtype=float)
+        return tuple(
+            float(np.average([errors[g] for g in groups], weights=weights)) for errors in (self.better, self.worse)
+        )
+
+    @property
+    def scheme_column(self) -> str:
+        return next(column for column, scheme in SCHEMES.items() if scheme == self.scheme)
+
+
+def paired_errors(comparison: PaperComparison, training: pd.DataFrame, ptq: pd.DataFrame, group: str = "N"):
+    """`comparison`'s two laws fitted on the points both apply to (every input of either law kept), each scored by
+    leaving out one value of `group` at a time, with the same starts and held parameters as `compare`."""
+    laws = [LAWS[comparison.better], LAWS[comparison.worse]]
+    selections = [SELECTIONS[law.name] for law in laws]
+    shared = Selection(
+        selections[0].kind,
+        lambda table: selections[0].rows(table) & selections[1].rows(table),
+        {**selections[0].inputs, **selections[1].inputs},
+        f"{selections[0].description}, and {selections[1].description}",
+    )
+    errors, notes = [], []
+    points = law_rows(laws[0], shared, training, ptq)
+    for law in laws:
+        rows = law_rows(law, shared, training, ptq)
+        held = held_params(law, rows, constant_inputs(law, rows)) if len(rows) else {}
+        why_not = _why_not_fitted(law, rows, held, shared.description)
+        if why_not:
+            errors.append({})
+            notes.append(f"{law.name} not fitted: {why_not}")
+            continue
+        result = fit(law, rows, group_col=group, **_fit_options(law, held))
+        errors.append(result.heldout_by_group)
+        if not result.heldout_by_group:
+            notes.append(f"{law.name} not scored on held-out {group}")
+    return PairedErrors(comparison, SCHEMES[group], errors[0], errors[1], points, "; ".join(notes))

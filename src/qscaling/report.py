@@ -71,6 +71,7 @@ STUDY_TITLES = {
     "chen2025": "Chen et al. 2025",
     "sun2025": "Sun et al. 2025",
     "ahmadian2023": "Ahmadian et al. 2023",
+    "law_comparison": "every law on the same runs",
 }
 
 
