@@ -132,3 +132,41 @@ def test_a_bad_table_stops_the_workflow_before_any_job(tmp_path):
     (tmp_path / "b.csv").write_text(HEADER + "\n" + GOOD.replace(",4,", ",four,") + "\n")
     with pytest.raises(ValueError, match=r"b\.csv, row 2: bits = 'four' is not a positive number"):
         public_tables(tmp_path)
+
+
+def test_each_shipped_table_gets_a_figure_of_its_own_in_the_workflow():
+    """Pipeline.from_config with data/public's tables: a figure target per table, reading the predictions and
+    drawing that table alone, with the note that names its source in its footer."""
+    import yaml
+
+    from qscaling.figures import resolve_function
+    from qscaling.pipeline import Pipeline
+
+    raw = yaml.safe_load((REPO_ROOT / "config.yaml").read_text()) | {"scale": "smoke"}
+    pipeline = Pipeline.from_config(raw, public_tables(PUBLIC))
+    specs = {spec.target: (spec, inputs) for spec, inputs in pipeline.figures}
+    assert {f"common_public_{path.stem}" for path in TABLES} <= set(specs)
+    assert "common_public_tables" in specs
+    assert not {target for target in specs if target.startswith("common_public_")} - {
+        "common_public_tables",
+        *(f"common_public_{path.stem}" for path in TABLES),
+    }
+    assert (REPO_ROOT / specs[f"common_public_{TABLES[0].stem}"][0].caption).is_file()
+    predictions = pd.read_csv(REPO_ROOT / "reference" / "default" / "results" / "tables" / "public_predictions.csv")
+    for path in TABLES:
+        spec, inputs = specs[f"common_public_{path.stem}"]
+        assert inputs == {"predictions": "results/tables/public_predictions.csv"}
+        assert spec.outputs == {"png": f"figures/common/public_{path.stem}.png"}
+        fig = resolve_function(spec.function)({"predictions": predictions}, {}, **dict(spec.options))
+        [ax] = [ax for ax in fig.axes if ax.get_title()]
+        assert ax.get_title() == path.stem
+        rows = predictions[
+            (predictions["table"] == path.stem) & (predictions["measured_delta"] > predictions["rounding_bound"])
+        ]
+        drawn = sum(len(line.get_xdata()) for line in ax.get_lines() if line.get_label().split()[0] in PUBLIC_LAWS)
+        assert drawn == len(rows)
+        assert f"data/public/{path.stem}.md" in " ".join(text.get_text() for text in fig.texts)
+        plt.close(fig)
+    assert not any(
+        target.startswith("common_public_llama") for target in {s.target for s, _ in Pipeline.from_config(raw).figures}
+    )

@@ -11,7 +11,8 @@ import yaml
 
 from qscaling.atomic import write_text
 from qscaling.config import Common, Config, resolve_config
-from qscaling.figures import declared_figures, figure_inputs, figure_modules
+from qscaling.figures import FigureSpec, declared_figures, figure_inputs, figure_modules
+from qscaling.figures.common import public_table_figures
 from qscaling.layout import LAW_COMPARISON, LEARNING_CURVES, PUBLIC_PREDICTIONS, Layout
 from qscaling.noise import NOISE_PATH
 from qscaling.plan import Planner, log_spaced_tokens
@@ -101,14 +102,16 @@ class Pipeline:
     figures: list = field(default_factory=list)  # (FigureSpec, named inputs)
 
     @classmethod
-    def from_config(cls, raw: dict) -> "Pipeline":
+    def from_config(cls, raw: dict, public_tables: list[str] = ()) -> "Pipeline":
+        """`public_tables`: the published tables shipped beside the workflow (`qscaling.public.public_tables`),
+        each drawn in a figure of its own."""
         config, studies = resolve(raw)
         planner, evaluations = plan_all(config, studies)
         layout = Layout(config.corpus_id)
         pipeline = cls(config, studies, planner, evaluations, layout, learning_curve_runs(config.common(), planner))
         for name, configured in studies.items():
             pipeline._add_study(configured, evaluations[name])
-        pipeline._add_figures()
+        pipeline._add_figures(public_table_figures(public_tables))
         return pipeline
 
     def _add_study(self, configured: ConfiguredStudy, evaluations: list[Evaluation]) -> None:
@@ -124,12 +127,12 @@ class Pipeline:
             tables.update({key: path for key, path in job.outputs.items() if str(path).endswith(".parquet")})
         self.artifacts[name] = tables | self.fit_tables[name]
 
-    def _add_figures(self) -> None:
-        for module in study_figure_modules([s.study for s in self.studies.values()]):
-            for spec in declared_figures(module):
-                inputs = figure_inputs(spec, self.artifact_paths, self.fits)
-                if inputs is not None:
-                    self.figures.append((spec, inputs))
+    def _add_figures(self, generated: list[FigureSpec]) -> None:
+        modules = study_figure_modules([s.study for s in self.studies.values()])
+        for spec in [*(spec for module in modules for spec in declared_figures(module)), *generated]:
+            inputs = figure_inputs(spec, self.artifact_paths, self.fits)
+            if inputs is not None:
+                self.figures.append((spec, inputs))
 
     @property
     def runs(self) -> dict:

@@ -177,8 +177,8 @@ PUBLIC_END = "<!-- public: end -->"
 
 
 def readme_public(predictions: pd.DataFrame) -> str:
-    """A line per published table of data/public: what it holds and how far each law's paper constants are from
-    its measured δ (the median of predicted / measured, and the share within a factor of two)."""
+    """A line per published table of data/public: what it holds, how far each law's paper constants are from its
+    measured δ (the median of predicted / measured, and the share within a factor of two) and its figure."""
     lines = []
     summary = transfer(predictions)
     for name, rows in predictions.groupby("table", sort=False):
@@ -194,7 +194,7 @@ def readme_public(predictions: pd.DataFrame) -> str:
             f"- [`{name}`](data/public/{name}.md): {', '.join(dict.fromkeys(rows['family']))} at {sizes} parameters, "
             f"{first['method']} at {bits} bits, {int(shown['n_rows'].iloc[0])} rows ({int(shown['n_resolved'].iloc[0])} beyond the "
             f"rounding of the published perplexities). Median predicted / measured δ from the papers' constants: "
-            f"{laws}."
+            f"{laws} ([figure](reference/default/figures/common/public_{name}.png))."
         )
     return "\n".join(textwrap.fill(line, width=115, subsequent_indent="  ", break_on_hyphens=False,
                                    break_long_words=False) for line in lines)  # fmt: skip

@@ -6,7 +6,10 @@ from pathlib import Path
 from qscaling.pipeline import Pipeline
 from qscaling.public import public_tables
 
-PIPELINE = Pipeline.from_config(config)
+# Published tables of quantized public models, shipped beside this workflow (data/public/README.md), each drawn in
+# a figure of its own; a bad one stops the run here, before any job.
+PUBLIC_TABLES = public_tables(Path(workflow.current_basedir).parents[1] / "data" / "public")
+PIPELINE = Pipeline.from_config(config, PUBLIC_TABLES)
 CONFIG = PIPELINE.config
 LAYOUT = PIPELINE.layout
 CORPUS = LAYOUT.corpus
@@ -16,9 +19,6 @@ STUDIES = PIPELINE.studies
 DEVICE = CONFIG.device
 GPU = 1 if DEVICE == "cuda" else 0
 SCORED_LABELS = PIPELINE.scored_labels()
-# Published tables of quantized public models, shipped beside this workflow (data/public/README.md); a bad one
-# stops the run here, before any job.
-PUBLIC_TABLES = public_tables(Path(workflow.basedir, "data", "public"))
 # The conda environment every job runs in under --use-conda (without it, the current environment).
 CONDA_ENV = "../envs/qscaling.yaml"
 

@@ -3,7 +3,7 @@
 FIGURE_OUTPUTS = [path for spec, _ in PIPELINE.figures for path in spec.outputs.values()]
 
 for spec, figure_inputs in PIPELINE.figures:
-    caption = spec.caption or os.path.join(workflow.basedir, "workflow", "report", f"{spec.target}.rst")
+    caption = os.path.join(workflow.basedir, spec.caption or os.path.join("workflow", "report", f"{spec.target}.rst"))
 
     rule:
         name:
@@ -25,6 +25,7 @@ for spec, figure_inputs in PIPELINE.figures:
         params:
             function=spec.function,
             frame=spec.frame,
+            options=dict(spec.options),
         message:
             f"Rendering {spec.target}"
         script:

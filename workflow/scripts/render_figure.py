@@ -1,4 +1,5 @@
-"""Render one declared figure: call `params.function` ("module:name") on the rule's tables and fits, save the PNG;
+"""Render one declared figure: call `params.function` ("module:name") on the rule's tables and fits (and the
+figure's `params.options` as keyword arguments), save the PNG;
 a table target (`params.frame`, "module:name") also writes its rows as CSV.
 
 Inputs are loaded by `qscaling.figures.load_figure_inputs` (named .parquet → tables, .json → fits).
@@ -18,4 +19,4 @@ with job_context(snakemake):
     if params.frame:
         frame = resolve_function(params.frame)(tables, fits)
         write_csv(frame, output.csv, float_format="%.6g", lineterminator="\n")
-    save_figure(resolve_function(params.function)(tables, fits), output.png)
+    save_figure(resolve_function(params.function)(tables, fits, **params.options), output.png)

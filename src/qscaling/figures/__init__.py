@@ -374,12 +374,14 @@ class FigureSpec:
 
     paper: str
     name: str
-    function: str  # "module:name", called as function(tables, fits)
+    function: str  # "module:name", called as function(tables, fits, **options)
     tables: dict = field(default_factory=dict)  # key -> "learning_curves" | "<study>" (its table) | "<study>/<table>"
     fits: str | None = None  # "<study>" (all its fits, keyed by fit name) or "<study>/<fit>" (that one)
     law_only: bool = False  # drawn from the paper's constants; the study's inputs added only where it runs
     frame: str | None = None  # "module:name" giving a table's rows: the target is then a CSV plus its rendering
-    caption: str | None = None  # caption file (absolute); None: workflow/report/<paper>_<name>.rst
+    caption: str | None = None  # caption file (absolute, or relative to the workflow's directory); None:
+    # workflow/report/<paper>_<name>.rst
+    options: tuple[tuple[str, str], ...] = ()  # keyword arguments of the function: one function, several figures
 
     @property
     def target(self) -> str:

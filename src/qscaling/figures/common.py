@@ -1,12 +1,15 @@
 """Figures of no one study: the learning curves of the shared trunks (figures/common/learning_curves), every law
 fitted on every study's runs (figures/common/law_comparison) and the laws' paper constants against published tables
-of public models (figures/common/public_tables)."""
+of public models (figures/common/public_tables, and one figure per table: figures/common/public_<table>)."""
+
+from pathlib import Path
 
 import numpy as np
 import seaborn as sns
 from matplotlib.ticker import FixedLocator, NullFormatter
 
-from qscaling.figures import add_footer, figure, new_figure, no_points
+from qscaling.figures import FigureSpec, add_footer, figure, new_figure, no_points
+from qscaling.layout import PUBLIC_PREDICTIONS
 from qscaling.public import beyond_rounding
 
 
@@ -104,6 +107,13 @@ PUBLIC_SERIES = {
 }
 
 
+PUBLIC_FOOTER = (
+    "δ = ln(perplexity / 16-bit perplexity); predictions from each paper's constants, no fit. The papers fitted these "
+    "laws to GPTQ; these tables are round-to-nearest, which degrades more, so a law that transfers predicts at most "
+    "the measured δ."
+)
+
+
 @figure(tables={"predictions": "public_predictions"})
 def public_tables(tables, fits):
     """One panel per published table of data/public: each PTQ law's prediction from its paper's constants against
@@ -115,33 +125,68 @@ def public_tables(tables, fits):
     if not names:
         no_points(axes[0][0], "no published tables in data/public")
         return fig
-    left_out = []
-    for ax, name in zip(axes[0], names):
-        rows = predictions[predictions["table"] == name]
-        resolved = rows[beyond_rounding(rows)]
-        for (law, variant), series in resolved.groupby(["law", "variant"], sort=False):
-            colour, marker = PUBLIC_SERIES.get((law, variant), ("0.5", "o"))
-            ax.plot(series["measured_delta"], series["predicted_delta"], marker, ms=3.5, ls="none", color=colour,
-                    alpha=0.85, label=f"{law} {variant}")  # fmt: skip
-        values = np.concatenate([resolved["measured_delta"], resolved["predicted_delta"]])
-        low, high = values.min() / 2, values.max() * 2
-        diagonal = np.array([low, high])
-        ax.plot(diagonal, diagonal, "-", color="0.2", lw=0.8, label="prediction = measurement")
-        for factor in (0.5, 2.0):
-            ax.plot(diagonal, factor * diagonal, ":", color="0.4", lw=0.7, label="factor 2" if factor > 1 else None)
-        reach = rows["rounding_bound"].max()
-        ax.axvspan(low, reach, color="0.9", zorder=0, label="within rounding of the published digits")
-        ax.set(xscale="log", yscale="log", xlim=(low, high), ylim=(low, high), title=name,
-               xlabel="measured δ (nats)", ylabel="predicted δ (nats), paper constants")  # fmt: skip
-        models = rows[["model", "format"]].drop_duplicates()
-        unresolved = rows[~beyond_rounding(rows)][["model", "format"]].drop_duplicates()
-        left_out.append(f"{name}: {len(unresolved)} of {len(models)} rows within rounding")
+    left_out = [_public_panel(ax, predictions[predictions["table"] == name], name) for ax, name in zip(axes[0], names)]
     axes[0][-1].legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
     add_footer(
         fig,
         "Published measurements of public models (data/public/<table>.csv, each with a note naming its source and "
-        "licence): δ = ln(perplexity / 16-bit perplexity); predictions from each paper's constants, no fit. The "
-        "papers fitted these laws to GPTQ; these tables are round-to-nearest, which degrades more, so a law that "
-        "transfers predicts at most the measured δ. Left out: " + "; ".join(left_out) + ".",
+        f"licence): {PUBLIC_FOOTER} Left out: " + "; ".join(left_out) + ".",
     )
     return fig
+
+
+def public_table(tables, fits, table: str):
+    """One published table of data/public (`table`, its file's stem), drawn as a panel of `public_tables`."""
+    predictions = tables["predictions"]
+    rows = predictions[predictions["table"] == table]
+    fig, axes = new_figure(width=3.8, height=3.8)
+    if rows.empty:
+        no_points(axes[0][0], f"no predictions for data/public/{table}.csv")
+        return fig
+    left_out = _public_panel(axes[0][0], rows, table)
+    axes[0][0].legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
+    add_footer(
+        fig,
+        f"Published measurements of public models: data/public/{table}.csv (source and licence in "
+        f"data/public/{table}.md). {PUBLIC_FOOTER} Left out: {left_out}.",
+    )
+    return fig
+
+
+def public_table_figures(paths) -> list[FigureSpec]:
+    """A figure per published table (`paths`: data/public's CSVs), each drawn by `public_table` from the
+    predictions of every table: figures/common/public_<stem>.png."""
+    return [
+        FigureSpec(
+            "common",
+            f"public_{Path(path).stem}",
+            f"{__name__}:public_table",
+            {"predictions": PUBLIC_PREDICTIONS},
+            caption="workflow/report/common_public_table.rst",
+            options=(("table", Path(path).stem),),
+        )
+        for path in paths
+    ]
+
+
+def _public_panel(ax, rows, name: str) -> str:
+    """One table's predicted against measured δ on `ax`; what it leaves out (rows within the published digits'
+    rounding), in words."""
+    resolved = rows[beyond_rounding(rows)]
+    for (law, variant), series in resolved.groupby(["law", "variant"], sort=False):
+        colour, marker = PUBLIC_SERIES.get((law, variant), ("0.5", "o"))
+        ax.plot(series["measured_delta"], series["predicted_delta"], marker, ms=3.5, ls="none", color=colour,
+                alpha=0.85, label=f"{law} {variant}")  # fmt: skip
+    values = np.concatenate([resolved["measured_delta"], resolved["predicted_delta"]])
+    low, high = values.min() / 2, values.max() * 2
+    diagonal = np.array([low, high])
+    ax.plot(diagonal, diagonal, "-", color="0.2", lw=0.8, label="prediction = measurement")
+    for factor in (0.5, 2.0):
+        ax.plot(diagonal, factor * diagonal, ":", color="0.4", lw=0.7, label="factor 2" if factor > 1 else None)
+    reach = rows["rounding_bound"].max()
+    ax.axvspan(low, reach, color="0.9", zorder=0, label="within rounding of the published digits")
+    ax.set(xscale="log", yscale="log", xlim=(low, high), ylim=(low, high), title=name,
+           xlabel="measured δ (nats)", ylabel="predicted δ (nats), paper constants")  # fmt: skip
+    models = rows[["model", "format"]].drop_duplicates()
+    unresolved = rows[~beyond_rounding(rows)][["model", "format"]].drop_duplicates()
+    return f"{name}: {len(unresolved)} of {len(models)} rows within rounding"
