@@ -192,14 +192,13 @@ class NoiseModel:
         return self.cells[cell] if cell in self.cells else self._by_rule(cell)
 
     def _by_rule(self, cell: Cell) -> Sigma:
-        largest = max(self.cells.values(), key=lambda sigma: sigma.value)
-        weakest = min(self.cells.values(), key=lambda sigma: sigma.dof)
+        conservative = largest_sigma(self.cells.values())
         measured = ", ".join(describe_cell(each) for each in sorted(self.cells))
         source = (
-            f"σ_seed {largest.value:.2g} nats at {describe_cell(cell)}, not measured there: by rule, the {RULE_TEXT} "
-            f"({len(self.cells)} measured: {measured}), {weakest.dof:.1f} dof"
+            f"σ_seed {conservative.value:.2g} nats at {describe_cell(cell)}, not measured there: by rule, the "
+            f"{RULE_TEXT} ({len(self.cells)} measured: {measured}), {conservative.dof:.1f} dof"
         )
-        return Sigma(largest.value, weakest.dof, weakest.runs, RULE, source)
+        return dataclasses.replace(conservative, estimator=RULE, source=source)
 
     def to_dict(self) -> dict:
         cells = [
