@@ -22,8 +22,11 @@ if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-# Fixtures that run the whole smoke DAG: a test using one is `slow`, outside `make test-fast`.
-DAG_FIXTURES = {"smoke_run", "interrupted_smoke_run", "native_cpu_smoke_run"}
+# Fixtures that run the whole smoke DAG: a test using one is `slow`, outside `make test-fast`. `make test` runs two
+# xdist workers with --dist loadgroup: every test of one run goes to the worker of that run's group, so each run is
+# made once; the native-CPU run is compared with the committed reference only, so it runs beside the others.
+DAG_GROUPS = {"smoke_run": "smoke_dag", "interrupted_smoke_run": "smoke_dag", "native_cpu_smoke_run": "native_dag"}
+DAG_FIXTURES = set(DAG_GROUPS)
 # Set by `make test-fast`: a real DAG run reached from a test not marked slow is a mistake in the test's marks.
 FAST_TIER = os.environ.get("QSCALING_TEST_TIER") == "fast"
 DRY_RUN_FLAGS = {"-n", "--dry-run", "--dryrun", "--lint", "--list-target-rules", "--detailed-summary", "--summary"}
@@ -32,11 +35,12 @@ DRY_RUN_FLAGS = {"-n", "--dry-run", "--dryrun", "--lint", "--list-target-rules",
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
 def pytest_collection_modifyitems(items):
     for item in items:
-        if DAG_FIXTURES & set(getattr(item, "fixturenames", ())):
+        groups = {DAG_GROUPS[name] for name in DAG_FIXTURES & set(getattr(item, "fixturenames", ()))}
+        if groups:
+            if len(groups) > 1:
+                raise pytest.UsageError(f"{item.nodeid} uses the DAG runs of two xdist groups {sorted(groups)}")
             item.add_marker(pytest.mark.slow)
-            # `make test` runs two xdist workers with --dist loadgroup: every test of a session-scoped DAG run goes to
-            # one worker, so each run is made once while the other worker takes the rest of the suite.
-            item.add_marker(pytest.mark.xdist_group("smoke_dag"))
+            item.add_marker(pytest.mark.xdist_group(groups.pop()))
 
 
 @pytest.fixture(scope="session", autouse=True)
