@@ -37,8 +37,8 @@ $(STAMP): pyproject.toml requirements.lock
 figures: $(STAMP)
 	$(BIN)/qscaling run --cores $(CORES) --config scale=$(SCALE)
 
-# Lint with zero findings first (ruff, snakefmt, snakemake --lint), then the whole suite on two workers (the tests
-# of the shared smoke runs together on one: tests/conftest.py).
+# Lint with zero findings first (ruff, snakefmt, snakemake --lint), then the whole suite on two workers (each test
+# of a shared smoke run on the worker that makes that run: tests/conftest.py).
 test: lint
 	$(BIN)/python -m pytest -n 2 --dist loadgroup
 
