@@ -48,3 +48,16 @@ def test_a_stale_lock_alone_is_cleared_and_said(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     assert "resuming" in result.stdout
     assert not any((workdir / ".snakemake" / "locks").iterdir())
+
+
+def test_targets_after_a_double_dash_stay_targets(tmp_path, repo_root):
+    """`--configfile A B -- target` (the seed study's overlay, workflow/overlays/noise.yaml): "--" ends the list of
+    config files, so the flags `qscaling run` adds must come before it, or Snakemake reads them as targets."""
+    command = [
+        sys.executable, "-m", "qscaling.cli", "run", "--directory", str(tmp_path), "--cores", "1", "--dry-run",
+        "--configfile", str(repo_root / "config.yaml"), str(repo_root / "workflow" / "overlays" / "noise.yaml"),
+        "--config", "scale=smoke", "--", "noise_model",
+    ]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "noise_model" in result.stdout and "No rule to produce" not in result.stdout + result.stderr

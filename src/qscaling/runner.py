@@ -88,10 +88,12 @@ def prepare(directory: Path, snakemake_args: list[str]) -> bool:
 
 
 def snakemake_command(snakemake_args: list[str], *extra: str) -> list[str]:
-    """The Snakemake command line: this workflow's Snakefile unless the arguments name one."""
+    """The Snakemake command line: this workflow's Snakefile unless the arguments name one. The `extra` flags go
+    before the user's arguments: after a "--" (which ends a list option such as --configfile) they would be read
+    as targets."""
     given = any(a in ("-s", "--snakefile") or a.startswith("--snakefile=") for a in snakemake_args)
     snakefile = [] if given else ["--snakefile", str(SNAKEFILE)]
-    return [sys.executable, "-m", "snakemake", *snakefile, *snakemake_args, *extra]
+    return [sys.executable, "-m", "snakemake", *snakefile, *extra, *snakemake_args]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
