@@ -178,3 +178,33 @@ def test_law_comparison_claims_hold_the_gap_to_the_seed_noise_of_the_points_own_
     assert untied["verdict"] == "reproduced", untied["statistic"]
     noisy = comparison_claims(weight_precision_runs("kumar2024.form_untied", seeds=3, noise=0.3), no_ptq, ClaimNoise())
     assert all(row["verdict"] == "inconclusive" for row in noisy)
+
+
+def test_each_loss_laws_held_out_error_carries_the_gap_seed_noise_makes_and_the_figure_draws_it():
+    import matplotlib.pyplot as plt
+
+    from qscaling.figures.common import law_comparison
+    from qscaling.noise import noise_floor
+    from qscaling.studies.law_claims import seed_floors
+
+    training = weight_precision_runs("kumar2024.form_untied", seeds=3, noise=0.001)
+    no_ptq = ptq_frame({"run": [], "study": [], "N": [], "D": []})
+    table = seed_floors(
+        compare(training, no_ptq, ["chinchilla", "kumar2024.form_untied"]), training, no_ptq, ClaimNoise()
+    )
+    held_out = table[(table["source"] == "this run's fit") & table["scheme"].isin(SCHEMES.values())]
+    assert held_out["seed_floor"].notna().all() and table.drop(held_out.index)["seed_floor"].isna().all()
+    untied = held_out[held_out["law"] == "kumar2024.form_untied"]["seed_floor"].iloc[0]
+    points = training[training["format"].isin(["none", "int"])]
+    assert untied == pytest.approx(noise_floor(loss_sigma(points, training, ClaimNoise())) / points["loss"].mean())
+    single = weight_precision_runs("kumar2024.form_untied")  # no repeated configuration: no σ_seed, no floor
+    assert seed_floors(compare(single, no_ptq, ["chinchilla"]), single, no_ptq, ClaimNoise())["seed_floor"].isna().all()
+    fig = law_comparison({"comparison": table}, {})
+    [floors] = [c for c in fig.axes[0].collections if c.get_label().startswith("+ seed-noise floor")]
+    segments = floors.get_segments()
+    sizes_out = held_out[held_out["scheme"] == SCHEMES["N"]].dropna(subset=["seed_floor"])
+    assert len(segments) == len(sizes_out)
+    for segment, row in zip(segments, sizes_out.itertuples()):
+        assert segment[0][0] == pytest.approx(row.relative_error)
+        assert segment[1][0] - segment[0][0] == pytest.approx(row.seed_floor)
+    plt.close(fig)

@@ -175,8 +175,12 @@ class Pipeline:
         the seed study's noise model, where a job of this run makes it (`qscaling.noise.ClaimNoise`)."""
         tables = {f"{study}.{name}": path for study, named in self.artifacts.items() for name, path in named.items()}
         fits = {f"{study}.fit.{name}": path for study, named in self.fits.items() for name, path in named.items()}
+        return tables | fits | self.noise_input()
+
+    def noise_input(self) -> dict[str, str]:
+        """{"noise": the seed study's noise model} where a job of this run makes it, else {}."""
         made = {str(path) for jobs in self.jobs.values() for job in jobs for path in job.outputs.values()}
-        return tables | fits | ({"noise": NOISE_PATH} if NOISE_PATH in made else {})
+        return {"noise": NOISE_PATH} if NOISE_PATH in made else {}
 
 
 def config_schema() -> dict:

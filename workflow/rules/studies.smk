@@ -128,6 +128,7 @@ if PIPELINE.comparison_inputs:
     rule compare_laws:
         input:
             **PIPELINE.comparison_inputs,
+            **PIPELINE.noise_input(),
         output:
             table=LAYOUT.law_comparison(),
         log:

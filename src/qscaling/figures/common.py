@@ -8,6 +8,7 @@ import numpy as np
 import seaborn as sns
 from matplotlib.ticker import FixedLocator, NullFormatter
 
+from qscaling.comparison import SCHEMES
 from qscaling.figures import FigureSpec, add_footer, figure, new_figure, no_points
 from qscaling.layout import PUBLIC_PREDICTIONS
 from qscaling.public import beyond_rounding
@@ -75,6 +76,7 @@ def law_comparison(tables, fits):
             shown = rows[(rows["scheme"] == scheme) & (rows["relative_error"] > 0)]
             y = [laws.index(law) + offset for law in shown["law"]]
             ax.plot(shown["relative_error"], y, marker, ms=4, ls="none", color=colour, label=label)
+        _seed_floors(ax, rows, laws)
         ax.set_yticks(range(len(laws)), [_law_label(rows, law) for law in laws], fontsize=7)
         ax.invert_yaxis()
         ax.set(xscale="log", xlabel=f"mean |predicted − observed| / observed {'loss' if kind == 'loss' else 'δ'}",
@@ -84,9 +86,23 @@ def law_comparison(tables, fits):
         fig,
         "Each law fitted on the points of this run its inputs allow (every study's runs, shared runs once); held out: "
         "each size (budget) predicted by a fit without it. † a parameter at its bound; (not fitted): too few points "
-        "or an input no study records. δ laws fitted on linear residuals are scored against the held-out mean |δ|.",
+        "or an input no study records. δ laws fitted on linear residuals are scored against the held-out mean |δ|. "
+        "The line right of a circle: the gap in error that seed noise alone makes between two laws on that law's "
+        "points (95 % t-floor of σ_seed over their mean loss); a law whose circle lies within it is not told apart.",
     )
     return fig
+
+
+def _seed_floors(ax, rows, laws: list[str]) -> None:
+    """From each size-held-out error, the gap seed noise alone makes between two laws (`seed_floor`), where the
+    table has one."""
+    if "seed_floor" not in rows.columns:
+        return
+    shown = rows[(rows["scheme"] == SCHEMES["N"]) & (rows["seed_floor"] > 0)]
+    y = [laws.index(law) - 0.2 for law in shown["law"]]
+    error = shown["relative_error"].to_numpy(float)
+    ax.hlines(y, error, error + shown["seed_floor"].to_numpy(float), color="C0", lw=1.0, alpha=0.6,
+              label="+ seed-noise floor of a difference (95 %)")  # fmt: skip
 
 
 def _law_label(rows, law: str) -> str:

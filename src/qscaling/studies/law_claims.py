@@ -5,8 +5,9 @@ is larger than separately trained runs make by themselves."""
 import numpy as np
 import pandas as pd
 
-from qscaling.comparison import PAPER_COMPARISONS, PairedErrors, paired_errors
-from qscaling.noise import ClaimNoise, Sigma
+from qscaling.comparison import IN_SAMPLE, PAPER_COMPARISONS, SELECTIONS, PairedErrors, law_rows, paired_errors
+from qscaling.laws import LAWS
+from qscaling.noise import ClaimNoise, Sigma, noise_floor
 from qscaling.studies.claims import INCONCLUSIVE, claim, floored_by_seed_noise, held_to
 
 STUDY = "law_comparison"
@@ -22,6 +23,21 @@ def comparison_claims(training: pd.DataFrame, ptq: pd.DataFrame, noise: ClaimNoi
         if len(paired.points):
             rows.append(paired_claim(paired, loss_sigma(paired.points, training, noise)))
     return rows
+
+
+def seed_floors(comparison: pd.DataFrame, training: pd.DataFrame, ptq: pd.DataFrame, noise: ClaimNoise) -> pd.DataFrame:
+    """`comparison` (`qscaling.comparison.compare`'s table) with `seed_floor` on every held-out row of this run's
+    fit of a loss law: the gap in relative error between two laws on its points that seed noise alone makes
+    (σ_seed's 95 % t-floor over the points' mean loss, as `paired_claim` decides); NaN elsewhere and where no
+    σ_seed is measured."""
+    floors = {}
+    for name in dict.fromkeys(comparison.loc[comparison["kind"] == "loss", "law"]):
+        points = law_rows(LAWS[name], SELECTIONS[name], training, ptq)
+        sigma = loss_sigma(points, training, noise) if len(points) else None
+        floors[name] = noise_floor(sigma) / float(points["loss"].mean()) if sigma is not None else np.nan
+    held_out = (comparison["source"] == "this run's fit") & (comparison["scheme"] != IN_SAMPLE)
+    held_out &= comparison["relative_error"].notna()
+    return comparison.assign(seed_floor=comparison["law"].map(floors).where(held_out).astype(float))
 
 
 def paired_claim(paired: PairedErrors, sigma: Sigma | None) -> dict:
