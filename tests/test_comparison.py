@@ -158,7 +158,7 @@ def sigma_of(value: float, dof: float = 4.0) -> Sigma:
 def test_a_law_comparison_claim_can_take_each_verdict(better, worse, sigma, verdict):
     points = pd.DataFrame({"run": ["N1k-a", "N1k-b", "N2k-c"], "N": [1.0, 1.0, 2.0], "D": [5e5] * 3,
                            "loss": [4.0, 4.0, 4.0]})  # fmt: skip
-    paired = PairedErrors(PAPER_COMPARISONS[0], SCHEMES["N"], better, worse, points, "")
+    paired = PairedErrors(PAPER_COMPARISONS[0], "N", better, worse, points, "")
     row = paired_claim(paired, sigma_of(sigma))
     assert row["verdict"] == verdict and row["study"] == "law_comparison"
     assert row["claim"].startswith(f"{PAPER_COMPARISONS[0].better} predicts held-out sizes better than")

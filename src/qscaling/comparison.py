@@ -280,7 +280,7 @@ class PairedErrors:
     budget): group -> mean relative error, for the law the paper found better and for the other."""
 
     comparison: PaperComparison
-    scheme: str
+    group: str  # the column whose values are held out in turn ("N": sizes, "D": budgets)
     better: Mapping[str, float]
     worse: Mapping[str, float]
     points: pd.DataFrame  # the shared points (run, N, D and both laws' inputs)
@@ -297,16 +297,15 @@ class PairedErrors:
         groups = self.groups
         if not groups:
             return math.nan, math.nan
-        column = self.scheme_column
-        counts = self.points[column].map(lambda value: f"{value:g}").value_counts()
+        counts = self.points[self.group].map(lambda value: f"{value:g}").value_counts()
         weights = np.array([counts[g] for g in groups], dtype=float)
         return tuple(
             float(np.average([errors[g] for g in groups], weights=weights)) for errors in (self.better, self.worse)
         )
 
     @property
-    def scheme_column(self) -> str:
-        return next(column for column, scheme in SCHEMES.items() if scheme == self.scheme)
+    def scheme(self) -> str:
+        return SCHEMES[self.group]
 
 
 def paired_errors(comparison: PaperComparison, training: pd.DataFrame, ptq: pd.DataFrame, group: str = "N"):
@@ -321,17 +320,16 @@ def paired_errors(comparison: PaperComparison, training: pd.DataFrame, ptq: pd.D
         f"{selections[0].description}, and {selections[1].description}",
     )
     errors, notes = [], []
-    points = law_rows(laws[0], shared, training, ptq)
+    points = law_rows(laws[0], shared, training, ptq)  # the same rows for both: the shared inputs are every input
     for law in laws:
-        rows = law_rows(law, shared, training, ptq)
-        held = held_params(law, rows, constant_inputs(law, rows)) if len(rows) else {}
-        why_not = _why_not_fitted(law, rows, held, shared.description)
+        held = held_params(law, points, constant_inputs(law, points)) if len(points) else {}
+        why_not = _why_not_fitted(law, points, held, shared.description)
         if why_not:
             errors.append({})
             notes.append(f"{law.name} not fitted: {why_not}")
             continue
-        result = fit(law, rows, group_col=group, **_fit_options(law, held))
+        result = fit(law, points, group_col=group, **_fit_options(law, held))
         errors.append(result.heldout_by_group)
         if not result.heldout_by_group:
             notes.append(f"{law.name} not scored on held-out {group}")
-    return PairedErrors(comparison, SCHEMES[group], errors[0], errors[1], points, "; ".join(notes))
+    return PairedErrors(comparison, group, errors[0], errors[1], points, "; ".join(notes))
