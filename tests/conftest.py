@@ -151,7 +151,22 @@ def run_snakemake(
         snakefile = ["-s", str(REPO_ROOT / "Snakefile")]
         command = [sys.executable, "-m", "snakemake", *snakefile, *workflow_arguments(workdir, scale), *args]
     environment = {**dag_environment(reproducible), **(env or {})}
-    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=environment)
+    return run_whole(command, timeout, environment)
+
+
+def run_whole(command: list[str], timeout: float, env: dict) -> subprocess.CompletedProcess:
+    """`command` in a session of its own, captured; past `timeout` every process of it is killed (its jobs too, which
+    would otherwise run on beside the rest of the suite) and the test fails with the end of its log."""
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True
+    )
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        stdout, stderr = process.communicate()
+        pytest.fail(f"hung: {' '.join(command[-6:])} still ran after {timeout} s; its log ends:\n{stderr[-4000:]}")
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
 
 
 def dag_environment(reproducible: bool = True) -> dict:
@@ -226,7 +241,7 @@ def interrupted_smoke_run(tmp_path_factory) -> InterruptedRun:
     killed_at = kill_when_done(command, workdir.parent / "smoke_interrupted.log", 0.25)
     locks = workdir / ".snakemake" / "locks"
     lock_left = locks.is_dir() and any(locks.iterdir())
-    resume = subprocess.run(command, capture_output=True, text=True, timeout=SMOKE_TIMEOUT_S, env=dag_environment())
+    resume = run_whole(command, SMOKE_TIMEOUT_S, dag_environment())
     assert resume.returncode == 0, resume.stdout[-2000:] + resume.stderr[-3000:]
     return InterruptedRun(workdir, killed_at, lock_left, resume)
 

@@ -1,6 +1,11 @@
 """The C++ CPU kernel: the reference's bits for every spec it covers, on rows with NaN, ±Inf, subnormals, ±0 and
 near-ties, whole and ragged groups; the dispatcher sends CPU tensors to it, and what it leaves out elsewhere."""
 
+import os
+import shutil
+import subprocess
+import sys
+
 import pytest
 import torch
 from conftest import awkward_rows, same_bits
@@ -99,6 +104,26 @@ def test_each_checkout_builds_its_own_kernel_so_two_never_rebuild_each_others(mo
     assert names["a"] != names["b"] and all(name.isidentifier() for name in names.values())
     monkeypatch.undo()
     assert cpu_kernel._build_name("avx2") == cpu_kernel._build_name("avx2")  # one checkout: one build, reused
+
+
+def test_a_build_lock_left_by_a_killed_process_does_not_stop_the_next_load(tmp_path):
+    """torch's own lock file, left behind by a process killed while loading the kernel (a kill -9 resume, Snakemake
+    cancelling its jobs), once made every later load on that machine wait forever."""
+    assert cpu_kernel.available()
+    built = cpu_kernel.build_directory()
+    left_behind = tmp_path / built.name
+    shutil.copytree(built, left_behind, ignore=shutil.ignore_patterns("*lock"))
+    (left_behind / "lock").touch()
+    probe = "from qscaling.quant import cpu_kernel; print(cpu_kernel.available())"
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "TORCH_EXTENSIONS_DIR": str(tmp_path)},
+    )
+    assert result.stdout.strip() == "True", result.stderr[-2000:]
+    assert not (left_behind / "lock").exists()
 
 
 @pytest.mark.parametrize("text", SPECS)

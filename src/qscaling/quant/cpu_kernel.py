@@ -1,9 +1,9 @@
 """The C++ CPU kernel (`qscaling/kernels/fake_quant_cpu.cpp`): fake quantization in one pass per group, the
 reference's bits for every spec but stochastic rounding and absmean scales.
 
-It is built by torch's cpp_extension the first time a process needs it (30–60 s, once per machine, CPU path and
-checkout) and cached on disk (`TORCH_EXTENSIONS_DIR`, default `~/.cache/torch_extensions`); later processes load the
-cached library in well under a second, so every job — a QAT step on tensors of a few thousand elements as much as
+It is built by torch's cpp_extension the first time a process needs it (30–60 s, once per machine, CPU path,
+checkout, Python and torch) and cached on disk (`TORCH_EXTENSIONS_DIR`, default `~/.cache/torch_extensions`); later
+processes load the cached library in well under a second, so every job — a QAT step on tensors of a few thousand elements as much as
 a 4096² benchmark — takes it with no start-up to repay. Built without FMA contraction or fast-math, with AVX2 or
 AVX-512 where torch's CPU path uses them (`ATEN_CPU_CAPABILITY=default`: scalar code); the bits are the same
 either way; large tensors are split over torch's own OpenMP threads (`_openmp_flags`).
@@ -11,8 +11,12 @@ Without a C++ compiler or ninja the build fails once, says why in one warning, a
 paths.
 """
 
+import contextlib
+import fcntl
 import functools
 import hashlib
+import os
+import sys
 import warnings
 from pathlib import Path
 
@@ -43,10 +47,33 @@ def supports(x: torch.Tensor, spec: QuantSpec) -> bool:
 
 
 def _build_name(capability: str) -> str:
-    """The build's name, one per CPU path and checkout: torch's build file names the source's path, so two
-    checkouts sharing one build would rebuild it in turn, each time a process of the other loads it."""
-    checkout = hashlib.sha256(str(SOURCE).encode()).hexdigest()[:8]
-    return f"qscaling_fake_quant_{capability}_{checkout}"
+    """The build's name, one per CPU path, checkout, Python and torch: torch's build file names the source's path,
+    so two checkouts sharing one build would rebuild it in turn, each time a process of the other loads it; a
+    library built against one Python or torch does not load in another."""
+    key = f"{SOURCE}|{sys.implementation.cache_tag}|{torch.__version__}"
+    return f"qscaling_fake_quant_{capability}_{hashlib.sha256(key.encode()).hexdigest()[:8]}"
+
+
+def build_directory() -> Path:
+    """Where this process's build of the kernel lives (made if missing): one folder per `_build_name`."""
+    from torch.utils.cpp_extension import get_default_build_root
+
+    root = os.environ.get("TORCH_EXTENSIONS_DIR") or get_default_build_root()
+    directory = Path(root) / _build_name(torch.backends.cpu.get_cpu_capability().lower())
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory
+
+
+@contextlib.contextmanager
+def _exclusive(directory: Path):
+    """Held while torch builds or loads the kernel in `directory`: an flock, which the OS releases with its process
+    however it ends. torch's own lock (the file `lock`, taken on every load) is not released by a process killed
+    while it holds it (SIGKILL, or SIGTERM: Snakemake cancelling its jobs), and every later load would wait on it
+    forever. Under the flock no torch lock can be live, so a `lock` found there is left over, and goes."""
+    with open(directory / "qscaling.lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        (directory / "lock").unlink(missing_ok=True)
+        yield
 
 
 def _openmp_flags() -> list[str]:
@@ -66,20 +93,23 @@ def _extension():
     capability = torch.backends.cpu.get_cpu_capability().lower()
     openmp = _openmp_flags()
     try:
-        return load(
-            name=_build_name(capability),
-            sources=[str(SOURCE)],
-            extra_cflags=[
-                "-O3",
-                "-ffp-contract=off",
-                "-fno-fast-math",
-                "-fno-trapping-math",
-                *_VECTOR_FLAGS.get(capability, []),
-                *openmp,
-            ],
-            extra_ldflags=openmp,
-            verbose=False,
-        )
+        directory = build_directory()
+        with _exclusive(directory):
+            return load(
+                name=directory.name,
+                sources=[str(SOURCE)],
+                extra_cflags=[
+                    "-O3",
+                    "-ffp-contract=off",
+                    "-fno-fast-math",
+                    "-fno-trapping-math",
+                    *_VECTOR_FLAGS.get(capability, []),
+                    *openmp,
+                ],
+                extra_ldflags=openmp,
+                build_directory=str(directory),
+                verbose=False,
+            )
     except Exception as error:  # no compiler, no ninja, a read-only cache: the other paths serve
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         warnings.warn(
