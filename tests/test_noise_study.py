@@ -47,7 +47,7 @@ def test_every_run_has_its_fp32_partner_of_the_same_seed_and_chens_seed_repeats_
             assert (spec.training_precision is not None) == quantized
             cells.setdefault((spec.size, evaluation.tokens, spec.seed), set()).add(labels["precision"])
     assert len(cells) == len(settings.sizes) * len(settings.budgets) * len(settings.seeds)
-    assert all(precisions == {grid.FULL, "W4A4-g8"} for precisions in cells.values())
+    assert all(precisions == {grid.FULL, "W4A4-g8", "W4A4-g8 branched"} for precisions in cells.values())
     runs = set(planner.runs)
     chen = study_settings(CHEN, config.studies["chen2025"], common)
     CHEN.plan(chen, common, planner)
@@ -63,9 +63,34 @@ def test_every_run_has_its_fp32_partner_of_the_same_seed_and_chens_seed_repeats_
     assert len(set(planner.runs) - runs) > 0  # Chen's own grid still adds runs of its own
 
 
+def test_each_branched_run_starts_from_its_partners_trunk_after_warmup(noise_config):
+    config = resolve_config(noise_config)
+    common = config.common()
+    planner = Planner(common, common.corpus_id)
+    evaluations = STUDY.plan(settings_of(config), common, planner)
+    tokens_per_step = common.training.batch_size * common.training.seq_len
+    branched = 0
+    for evaluation in evaluations:
+        spec = planner.runs[evaluation.run].spec
+        if not any(labels["precision"].endswith(" branched") for labels in evaluation.label_records()):
+            assert spec.start_from is None
+            continue
+        branched += 1
+        trunk = planner.runs[planner.trunk_of(evaluation.run)]  # the cooldown's own trunk, which starts from ...
+        start = trunk.spec.start_from
+        source = planner.runs[start["run"]]
+        assert source.spec.training_precision is None and source.spec.seed == spec.seed and source.spec.is_trunk
+        assert start["tokens"] in source.branch_points and start["tokens"] % tokens_per_step == 0
+        assert 0 <= start["tokens"] - source.spec.warmup_tokens < tokens_per_step
+        assert planner.trunk_of(trunk.spec.run_id) == source.spec.run_id  # the DAG trains the source first
+    settings = settings_of(config)
+    assert branched == len(settings.sizes) * len(settings.budgets) * len(settings.seeds)
+
+
 @pytest.mark.parametrize(
     "edit, message",
     [
+        (lambda b: b.update(anneal="cosine"), "config key studies.noise.branched: .* set anneal: wsd"),
         (lambda b: b.update(seeds=[0, 1, 2]), "studies.noise.seeds"),
         (lambda b: b["precision"].update(label="fp32"), "config key studies.noise.precision.label: 'fp32'"),
         (lambda b: b["precision"].update(training_precision={"weights": "int4:g7x"}),
@@ -79,7 +104,7 @@ def test_bad_values_name_their_config_key(noise_config, edit, message):
         settings_of(resolve_config(noise_config))
 
 
-def synthetic_table(rng, sigma_loss=0.01, sigma_delta=0.02, seeds=7):
+def synthetic_table(rng, sigma_loss=0.01, sigma_delta=0.02, seeds=7, sigma_branched=None):
     rows = []
     for size, n in (("N21k", 20904), ("N83k", 83000)):
         for budget in (500_000, 1_000_000):
@@ -89,6 +114,9 @@ def synthetic_table(rng, sigma_loss=0.01, sigma_delta=0.02, seeds=7):
                 common = {"size": size, "N": n, "budget": budget, "D": budget, "seed": seed, "diverged": False}
                 rows.append({**common, "precision": grid.FULL, "loss": full, "delta": np.nan})
                 rows.append({**common, "precision": "W4A4-g8", "loss": full + delta, "delta": delta})
+                if sigma_branched is not None:
+                    delta = 0.04 + sigma_branched * rng.standard_normal()
+                    rows.append({**common, "precision": "W4A4-g8 branched", "loss": full + delta, "delta": delta})
     return pd.DataFrame(rows)
 
 
@@ -116,6 +144,17 @@ def test_the_noise_model_recovers_a_known_sigma_over_many_tables():
     assert np.mean(estimates) == pytest.approx(0.02, rel=0.08)  # the MAD's finite-sample factor makes it unbiased
 
 
+def test_branched_runs_get_a_noise_model_of_their_own():
+    rng = np.random.default_rng(3)
+    tables = [synthetic_table(rng, seeds=9, sigma_branched=0.005) for _ in range(100)]
+    models = [analysis.noise_models(table) for table in tables]
+    assert "delta_branched" not in analysis.noise_models(synthetic_table(rng))
+    for name, sigma in (("delta", 0.02), ("delta_branched", 0.005)):
+        estimates = [model[name].sigma("N21k", 500_000).value for model in models]
+        assert np.mean(estimates) == pytest.approx(sigma, rel=0.1)
+    assert "branched" in models[0]["delta_branched"].quantity and "branched" not in models[0]["delta"].quantity
+
+
 def _written(table, tmp_path):
     path = tmp_path / "noise.parquet"
     table.to_parquet(path)
@@ -134,8 +173,9 @@ def test_the_figure_draws_every_seed_and_names_each_cells_sigma():
 
 def test_the_figure_is_legible():
     """The smoke reference does not run the seed study, so test_figure_layout's checks run here on its table."""
-    fig = noise_figure({"noise": synthetic_table(np.random.default_rng(2), seeds=5)}, {})
-    assert not layout_problems(fig)
+    for branched in (None, 0.005):
+        fig = noise_figure({"noise": synthetic_table(np.random.default_rng(2), seeds=5, sigma_branched=branched)}, {})
+        assert not layout_problems(fig)
 
 
 def test_the_claims_read_the_noise_model_exactly_when_the_seed_study_runs(noise_config):

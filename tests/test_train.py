@@ -182,7 +182,7 @@ def test_wsd_cooldown_branch_starts_from_the_trunk_state(tmp_path, token_files):
     assert torch.load(branch_state, weights_only=True)["step"] == 80
     branch = tiny_spec(schedule="wsd", cooldown={"trunk": trunk.run_id, "start_tokens": 20_480})
     assert branch.run_id != trunk.run_id
-    with pytest.raises(ValueError, match="needs its trunk's directory"):
+    with pytest.raises(ValueError, match="a branch needs the directory of Ntiny-"):
         train(branch, tmp_path / "orphan", token_files["train"], progress=False)
     summary = train(
         branch,
@@ -250,3 +250,47 @@ def test_chunked_head_loss_matches_materialised_logits(chunk):
     torch.testing.assert_close(loss, reference, rtol=1e-6, atol=1e-6)
     for name, p in model.named_parameters():
         torch.testing.assert_close(chunked[name], p.grad, rtol=1e-4, atol=1e-7, msg=name)
+
+
+def test_a_run_started_from_another_runs_state_goes_on_from_there_under_its_own_spec(tmp_path, token_files):
+    """A quantized-training run branched from its fp32 partner's trunk after warmup: the partner's first steps,
+    weights and optimizer are its own; from there it trains with its own precision and schedule."""
+    trunk = tiny_spec(schedule="wsd")
+    train(trunk, tmp_path / "trunk", token_files["train"], branch_points=[2_048], progress=False)
+    start = {"run": trunk.run_id, "tokens": 2_048}
+    branched = tiny_spec(schedule="wsd", start_from=start, training_precision={"weights": "int4:g8"})
+    assert branched.source == trunk.run_id and branched.start_tokens == 2_048
+    assert branched.run_id != tiny_spec(schedule="wsd", training_precision={"weights": "int4:g8"}).run_id
+    summary = train(
+        branched, tmp_path / "branched", token_files["train"], milestones=[25_600], trunk_dir=tmp_path / "trunk",
+        progress=False,
+    )  # fmt: skip
+    trunk_curve = json.loads((tmp_path / "trunk" / "run.json").read_text())["train_loss_curve"]
+    assert summary["train_loss_curve"][:8] == trunk_curve[:8]  # the trunk's 8 steps, carried over
+    assert summary["train_loss_curve"][8] != trunk_curve[8]  # then the run's own precision
+    assert summary["steps"] == 100
+    learned = tiny_spec(
+        schedule="wsd", start_from=start, training_precision={"weights": "int4:g8", "quantizer": {"weights": "lsq"}}
+    )
+    with pytest.raises(
+        ValueError,
+        match=r"starts from the state of Ntiny-\w+, which lacks 14 of its parameters \(e\.g\. \['model\.layers\.0\.mlp\.down_proj\.weight_step'\]",
+    ):
+        train(learned, tmp_path / "learned", token_files["train"], trunk_dir=tmp_path / "trunk", progress=False)
+
+
+def test_a_spec_without_start_from_keeps_its_identity_and_a_bad_one_is_refused():
+    spec = tiny_spec()
+    assert "start_from" not in spec.to_dict() and RunSpec.from_dict(spec.to_dict()) == spec
+    started = tiny_spec(start_from={"run": "Ntiny-0123456789", "tokens": 1024})
+    assert RunSpec.from_dict(started.to_dict()) == started
+    with pytest.raises(ValueError, match=r"start_from.tokens=25600 must lie inside"):
+        tiny_spec(start_from={"run": "Ntiny-0123456789", "tokens": 25_600})
+    with pytest.raises(ValueError, match="needs exactly 'run' and 'tokens'"):
+        tiny_spec(start_from={"run": "Ntiny-0123456789"})
+    with pytest.raises(ValueError, match="cannot also have start_from"):
+        tiny_spec(
+            schedule="wsd",
+            cooldown={"trunk": "Ntiny-0123456789", "start_tokens": 1024},
+            start_from={"run": "Ntiny-0123456789", "tokens": 1024},
+        )

@@ -83,8 +83,11 @@ def run(args) -> int:
 
 def print_reuse(scale: str, planner: Planner, checkpoints: dict) -> None:
     branches = sum(1 for plan in planner.runs.values() if plan.spec.cooldown)
-    print(f"{scale}: {len(planner.runs)} runs ({len(planner.runs) - branches} from scratch, {branches} cooldown "
-          f"branches), {len(planner.hub_runs)} imported")  # fmt: skip
+    started = sum(1 for plan in planner.runs.values() if plan.spec.start_from)
+    from_scratch = len(planner.runs) - branches - started
+    others = f", {started} started from another run's state" if started else ""
+    print(f"{scale}: {len(planner.runs)} runs ({from_scratch} from scratch, {branches} cooldown branches{others}), "
+          f"{len(planner.hub_runs)} imported")  # fmt: skip
     *studies, total = compute_reuse(planner, checkpoints)
     width = max(len("shared by several"), *(len(row["study"]) for row in studies))
     print(f"{'':<{width}} {'checkpoints':>11} {'own runs':>8} {'tokens they train':>18}")

@@ -88,8 +88,18 @@ class Planner:
         if start <= 0:
             raise ValueError(f"cooldown of {size} at {budget} tokens: the branch point falls before the first step")
         trunk = self.trunk(size, upto=start + tokens_per_step, branch_points=[start], **overrides)
-        branch = self.spec(size, budget, schedule="wsd", cooldown={"trunk": trunk, "start_tokens": start}, **overrides)
+        own = {key: value for key, value in overrides.items() if key != "start_from"}  # the trunk's, not the branch's
+        branch = self.spec(size, budget, schedule="wsd", cooldown={"trunk": trunk, "start_tokens": start}, **own)
         return self._need(branch, milestones=[budget])
+
+    def after_warmup(self, size: str, **overrides) -> dict:
+        """`start_from` for a run that branches from the trunk of `size` (with `overrides`: its seed, its recipe) at
+        the first step after that trunk's warmup: the trunk saves its state there."""
+        tokens_per_step = self.common.training.batch_size * self.common.training.seq_len
+        warmup = self.spec(size, tokens_per_step, schedule="wsd", **overrides).warmup_tokens
+        tokens = math.ceil(warmup / tokens_per_step) * tokens_per_step
+        trunk = self.trunk(size, upto=tokens + tokens_per_step, branch_points=[tokens], **overrides)
+        return {"run": trunk, "tokens": tokens}
 
     def cosine(self, size: str, budget: int, **overrides) -> str:
         """A cosine run annealed exactly at `budget` (one run per budget)."""
@@ -121,15 +131,15 @@ class Planner:
         return run_id
 
     def trunk_of(self, run_id: str) -> str | None:
+        """The run whose saved state `run_id` starts from (a cooldown's trunk, a `start_from` run), if any."""
         plan = self.runs.get(run_id)
-        return plan.spec.cooldown["trunk"] if plan and plan.spec.cooldown else None
+        return plan.spec.source if plan else None
 
 
 def trained_tokens(plan: RunPlan) -> int:
-    """Tokens a run trains itself: a cooldown branch only those after its branch point (its trunk trained the rest)."""
+    """Tokens a run trains itself: a branch only those after its branch point (its trunk trained the rest)."""
     spec = plan.spec
-    start = spec.cooldown["start_tokens"] if spec.cooldown else 0
-    return spec.total_steps * spec.tokens_per_step - start
+    return spec.total_steps * spec.tokens_per_step - spec.start_tokens
 
 
 def training_flops(planner: Planner) -> float:

@@ -35,6 +35,9 @@ class RunSpec:
     autocast: str | None = None  # None (fp32), "bf16" or "fp16"
     training_precision: dict | None = None  # quantization-aware training; see qscaling.quant.qat
     cooldown: dict | None = None  # {"trunk": run id, "start_tokens": int} for a WSD cooldown branch
+    # {"run": run id, "tokens": int}: the run starts from that run's saved state at `tokens` (weights, optimizer, RNG,
+    # step), e.g. a quantized-training run branched from its full-precision partner's trunk after warmup.
+    start_from: dict | None = None
 
     def __post_init__(self):
         if self.schedule not in SCHEDULES:
@@ -48,6 +51,18 @@ class RunSpec:
                 f"run spec: cooldown.start_tokens={self.cooldown['start_tokens']} must lie inside "
                 f"(0, total_tokens={self.total_tokens})"
             )
+        if self.start_from is not None:
+            if self.cooldown is not None:
+                raise ValueError("run spec: a cooldown branch starts from its trunk; it cannot also have start_from")
+            if set(self.start_from) != {"run", "tokens"}:
+                raise ValueError(
+                    f"run spec: start_from needs exactly 'run' and 'tokens', got {sorted(self.start_from)}"
+                )
+            if not 0 < self.start_from["tokens"] < self.total_tokens:
+                raise ValueError(
+                    f"run spec: start_from.tokens={self.start_from['tokens']} must lie inside "
+                    f"(0, total_tokens={self.total_tokens})"
+                )
 
     @property
     def tokens_per_step(self) -> int:
@@ -62,9 +77,26 @@ class RunSpec:
         """A WSD run without cooldown: its learning rate never depends on where it stops."""
         return self.schedule == "wsd" and self.cooldown is None
 
+    @property
+    def source(self) -> str | None:
+        """The run whose saved state this one starts from (a cooldown's trunk, a `start_from` run), if any."""
+        if self.cooldown is not None:
+            return self.cooldown["trunk"]
+        return self.start_from["run"] if self.start_from is not None else None
+
+    @property
+    def start_tokens(self) -> int:
+        """Tokens already trained when this run starts: 0 from scratch, else its source's branch point."""
+        if self.cooldown is not None:
+            return self.cooldown["start_tokens"]
+        return self.start_from["tokens"] if self.start_from is not None else 0
+
     def to_dict(self) -> dict:
-        """Every field, canonical (the QAT spec validated and its defaults filled)."""
+        """Every field, canonical (the QAT spec validated and its defaults filled); `start_from` only where set, so
+        that runs from scratch keep the identity they had before it existed."""
         fields = dataclasses.asdict(self)
+        if self.start_from is None:
+            fields.pop("start_from")
         fields["betas"] = list(self.betas)
         # {} and None both mean full precision: one identity for both.
         fields["training_precision"] = None

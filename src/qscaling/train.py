@@ -1,18 +1,21 @@
 """Training: a run spec in, checkpoints at token milestones out; deterministic, resumable after kill -9.
 
 A run is its spec: everything that changes the weights (shape, data, optimizer, schedule, seed, precision,
-training precision, and for a cooldown branch its trunk and branch point) is hashed into the run id. Milestones,
+training precision, and for a branch the run and tokens it starts from) is hashed into the run id. Milestones,
 logging and threads are not part of it. Batches are a pure function of (seed, step), so resuming needs only the
 saved model, optimizer and RNG state — written atomically every `state_every_steps` steps.
 
 Schedules (`schedule`): "cosine" — linear warmup then cosine to `min_lr_ratio`·lr at `total_tokens`;
 "wsd" — warmup then constant (the stable trunk); a cooldown branch (`cooldown`) resumes from the trunk's state at
-`cooldown.start_tokens` and decays linearly to `min_lr_ratio`·lr at `total_tokens` (Hägele et al. 2024).
+`cooldown.start_tokens` and decays linearly to `min_lr_ratio`·lr at `total_tokens` (Hägele et al. 2024). A run
+with `start_from` begins from another run's saved state (weights, optimizer, RNG, step, losses) at
+`start_from.tokens` and goes on under its own spec: a quantized-training run branched from its fp32 partner's trunk
+after warmup shares that partner's initialisation and first steps, so a seed moves the two together.
 
 Divergence: a run whose training loss turns non-finite stops there and is *recorded* as diverged — its
 `run.json` carries a `diverged` record (step, tokens, loss, LR) and only the checkpoints saved before it — so one
-diverged QAT run leaves the rest of a grid running. A cooldown branch whose trunk diverged before the branch
-point is recorded as diverged too. Scoring a diverged run's missing checkpoint gives rows marked `diverged`
+diverged QAT run leaves the rest of a grid running. A branch whose trunk diverged before the branch point is
+recorded as diverged too. Scoring a diverged run's missing checkpoint gives rows marked `diverged`
 (`qscaling.studies.scoring.diverged_rows`), and each study states how it leaves them out of its fits.
 """
 
@@ -322,12 +325,14 @@ def train(
     training = _Training.start(spec, device)
     saves = _Saves.plan(spec, run_dir, milestones, branch_points, state_every_steps)
     state = _own_state(spec, saves)
-    if state is None and spec.cooldown is not None:
+    if state is None and spec.source is not None:
         branch_state = _trunk_branch_state(spec, trunk_dir)
         trunk_divergence = _trunk_divergence(Path(trunk_dir), branch_state)
         if trunk_divergence is not None:
             return _record_divergence(run_dir, spec, trunk_divergence, milestones=[])
-        state = load_state(branch_state, spec.cooldown["trunk"])
+        state = load_state(branch_state, spec.source)
+        if spec.start_from is not None:
+            _check_same_parameters(training, state)
     training.restore(state)
     diverged = _train_steps(training, tokens, device, saves, progress)
     saved = saves.milestones_through(training.step)
@@ -363,10 +368,24 @@ def _own_state(spec: RunSpec, saves: _Saves) -> dict | None:
 
 
 def _trunk_branch_state(spec: RunSpec, trunk_dir: str | os.PathLike | None) -> Path:
-    """Where the trunk of cooldown branch `spec` saves the state the branch starts from."""
+    """Where the trunk `spec` branches from (a cooldown's trunk, a `start_from` run) saves the state it starts
+    from."""
     if trunk_dir is None:
-        raise ValueError(f"run {spec.run_id}: a cooldown branch needs its trunk's directory")
-    return _branch_state_path(Path(trunk_dir), spec.cooldown["start_tokens"])
+        raise ValueError(f"run {spec.run_id}: a branch needs the directory of {spec.source}, the run it starts from")
+    return _branch_state_path(Path(trunk_dir), spec.start_tokens)
+
+
+def _check_same_parameters(training: "_Training", state: dict) -> None:
+    """A run started from another run's state takes its weights and optimizer as they are: a training precision
+    that learns quantizer parameters of its own has nothing to start them from."""
+    own, given = set(training.model.state_dict()), set(state["model"])
+    if own != given:
+        lacking, others = sorted(own - given), sorted(given - own)
+        raise ValueError(
+            f"run {training.spec.run_id}: starts from the state of {state['run_id']}, which lacks {len(lacking)} of "
+            f"its parameters (e.g. {lacking[:1]}: a learned quantizer's) and has {len(others)} it lacks; a training "
+            "precision that learns quantizer parameters trains from scratch"
+        )
 
 
 def _train_steps(

@@ -15,7 +15,8 @@ SCORING = "qscaling.studies.scoring"  # the job-time module every shared scoring
 @dataclass(frozen=True)
 class PartneredPoint:
     """A run trained at `precision` (a `training_precision`) beside its full-precision partner: the same size,
-    budget and `recipe` (seed, learning rate), the partner's checkpoint labelled `partner_label`."""
+    budget and `recipe` (seed, learning rate), the partner's checkpoint labelled `partner_label`; `branched`: the
+    run starts from the partner's trunk after its warmup instead of from scratch (`Planner.after_warmup`)."""
 
     size: str
     budget: int
@@ -23,6 +24,7 @@ class PartneredPoint:
     label: tuple
     partner_label: tuple
     recipe: dict = field(default_factory=dict)
+    branched: bool = False
 
 
 def partnered_evaluations(study: str, settings, planner, points) -> list[Evaluation]:
@@ -32,7 +34,8 @@ def partnered_evaluations(study: str, settings, planner, points) -> list[Evaluat
     labels = {}
     for point in points:
         annealed = (point.size, point.budget, settings.anneal, settings.cooldown_fraction)
-        run = planner.annealed(*annealed, training_precision=point.precision, **point.recipe)
+        start = {"start_from": planner.after_warmup(point.size, **point.recipe)} if point.branched else {}
+        run = planner.annealed(*annealed, training_precision=point.precision, **point.recipe, **start)
         labels.setdefault((run, point.budget), []).append(point.label)
         partner = planner.annealed(*annealed, **point.recipe)
         labels.setdefault((partner, point.budget), [point.partner_label])

@@ -1,5 +1,6 @@
 """The seed study: the seed-to-seed noise of a held-out loss and of a quantized-training δ, measured with several
-seeds at the smallest and largest sizes and two budgets (`snakemake noise`).
+seeds at the smallest and largest sizes and two budgets (`snakemake noise`); with `branched`, the quantized
+precision also branched from its fp32 partner's trunk after warmup, a design lever measured beside it.
 
 Every claim that compares separately trained runs is held to this noise: `results/fits/noise.json` gives σ per
 (size, budget) with its degrees of freedom (`qscaling.noise`), which the claims read.

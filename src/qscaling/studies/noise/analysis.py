@@ -4,7 +4,7 @@ run, δ against its fp32 partner of the same seed) and the noise model built fro
 import pandas as pd
 
 from qscaling.noise import OWN_REPEATS, ClaimNoise, NoiseModel, write_noise_models
-from qscaling.studies.noise.grid import FULL, STUDY
+from qscaling.studies.noise.grid import BRANCHED, FULL, STUDY
 from qscaling.studies.noise.settings import NoiseSettings
 from qscaling.studies.tables import partnered_table
 
@@ -29,16 +29,24 @@ def claims(tables: dict, fits: dict, settings: NoiseSettings, noise: ClaimNoise 
 
 def noise_models(table: pd.DataFrame) -> dict[str, NoiseModel]:
     """σ_seed per (size, budget) of the trained runs: "loss" of the fp32 runs' held-out loss, "delta" of the
-    quantized runs' δ (a seed moves a run and its partner together; δ is what it moves apart)."""
+    quantized runs' δ (a seed moves a run and its partner together; δ is what it moves apart), and where the study
+    trains them "delta_branched" of the quantized runs branched from their partner's trunk after warmup."""
     trained = table[~table["diverged"]]
     full, quantized = trained[trained["precision"] == FULL], trained[trained["precision"] != FULL]
-    label = quantized["precision"].iloc[0] if len(quantized) else "the quantized precision"
-    return {
+    branched = quantized["precision"].str.endswith(f" {BRANCHED}")
+    models = {
         "loss": NoiseModel.from_frame(full, value="loss", quantity="held-out loss of an fp32 run", budget="budget"),
-        "delta": NoiseModel.from_frame(
-            quantized, value="delta", quantity=f"δ of a {label} run against its fp32 partner", budget="budget"
-        ),
+        "delta": _delta_model(quantized[~branched], ""),
     }
+    if branched.any():
+        models["delta_branched"] = _delta_model(quantized[branched], ", branched from its trunk after warmup")
+    return models
+
+
+def _delta_model(quantized: pd.DataFrame, start: str) -> NoiseModel:
+    label = quantized["precision"].iloc[0] if len(quantized) else "the quantized precision"
+    quantity = f"δ of a {label} run against its fp32 partner{start}"
+    return NoiseModel.from_frame(quantized, value="delta", quantity=quantity, budget="budget")
 
 
 def noise_model_job(inputs: dict, outputs: dict, params: dict) -> None:

@@ -47,7 +47,7 @@ def noise(tables, fits):
                     panel.errorbar([x + 0.06], [middle], yerr=[sigma.value], fmt="_", ms=8, capsize=2,
                                    color=colours[precision])  # fmt: skip
                     if value == "delta" or precision == FULL:  # what the noise model holds
-                        notes.append(f"{'δ' if value == 'delta' else 'fp32 loss'} at {describe_cell((size, int(budget)))}"
+                        notes.append(f"{f'δ {precision}' if value == 'delta' else 'fp32 loss'} at {describe_cell((size, int(budget)))}"
                                      f" {sigma.value:.3g} ({sigma.runs} seeds)")  # fmt: skip
             panel.plot([], [], "o", ms=3, color=colours[precision], label=precision)
     for panel in (by_loss, by_delta):

@@ -1,5 +1,6 @@
 """The seed study's grid (torch-free): every size × budget × seed in full precision and at one quantized-training
-precision, each checkpoint scored as trained, and the job that turns its table into the noise model."""
+precision (from scratch, and with `branched` also started from the fp32 partner's trunk after warmup), each
+checkpoint scored as trained, and the job that turns its table into the noise model."""
 
 from qscaling.config import Common
 from qscaling.layout import Layout
@@ -13,6 +14,11 @@ from qscaling.studies.study import Evaluation, Job, Scoring, label
 STUDY = "noise"
 KEY = f"studies.{STUDY}"
 FULL = "fp32"
+BRANCHED = "branched"  # the suffix of the quantized precision's label for its runs branched after warmup
+
+
+def branched_label(label: str) -> str:
+    return f"{label} {BRANCHED}"
 
 
 def check(settings: NoiseSettings, common: Common) -> None:
@@ -25,24 +31,30 @@ def check(settings: NoiseSettings, common: Common) -> None:
         canonical_training_precision(settings.precision.training_precision)
     except (TypeError, ValueError) as error:
         raise ConfigError(f"config key {KEY}.precision.training_precision: {error}") from None
+    if settings.branched and settings.anneal != "wsd":
+        raise ConfigError(f"config key {KEY}.branched: a run branches from its partner's WSD trunk; set anneal: wsd")
 
 
 def plan(settings: NoiseSettings, common: Common, planner) -> list[Evaluation]:
-    """Each (size, budget, seed): the quantized run and its fp32 partner of the same seed. Runs whose spec another
-    study plans too (the recipe's trunks, a QAT study's seed repeats) are trained once."""
+    """Each (size, budget, seed): the quantized run and its fp32 partner of the same seed (and with `branched` the
+    quantized run branched from that partner's trunk). Runs whose spec another study plans too (the recipe's trunks,
+    a QAT study's seed repeats) are trained once."""
     quantized = settings.precision
+    starts = [(False, quantized.label)] + ([(True, branched_label(quantized.label))] if settings.branched else [])
     points = [
         PartneredPoint(
             size,
             budget,
             quantized.training_precision,
-            label(precision=quantized.label, seed=seed),
+            label(precision=precision, seed=seed),
             label(precision=FULL, seed=seed),
             {"seed": seed},
+            branched,
         )
         for size in settings.sizes
         for budget in settings.budgets
         for seed in settings.seeds
+        for branched, precision in starts
     ]
     return partnered_evaluations(STUDY, settings, planner, points)
 

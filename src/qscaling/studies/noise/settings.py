@@ -24,6 +24,11 @@ class NoiseSettings(StudySettings):
     budgets: Budgets = Field(description="token budgets, each annealed by the study's `anneal`")
     seeds: Seeds = Field(description=f"seeds of every run (at least {MIN_SEEDS}: a robust σ needs them)")
     precision: QuantizedPrecision = Field(description="the quantized-training precision beside fp32")
+    branched: bool = Field(
+        False,
+        description="also train the quantized precision branched from its fp32 partner's trunk after warmup (a "
+        "design lever: the two share their initialisation and warmup; needs anneal wsd)",
+    )
     anneal: Anneal = Field(description="wsd: a cooldown branch per budget from the shared trunk; cosine: a run each")
     cooldown_fraction: Fraction = Field(description="share of a budget its cooldown branch decays over")
     eval_tokens: PositiveInt = Field(description="held-out tokens each checkpoint is scored on")
