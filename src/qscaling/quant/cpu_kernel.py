@@ -56,7 +56,7 @@ def _build_name(capability: str) -> str:
 
 def build_directory() -> Path:
     """Where this process's build of the kernel lives (made if missing): one folder per `_build_name`."""
-    from torch.utils.cpp_extension import get_default_build_root
+    from torch.utils.cpp_extension import get_default_build_root  # the build machinery loads only when needed
 
     root = os.environ.get("TORCH_EXTENSIONS_DIR") or get_default_build_root()
     directory = Path(root) / _build_name(torch.backends.cpu.get_cpu_capability().lower())
