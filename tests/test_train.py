@@ -272,10 +272,7 @@ def test_a_run_started_from_another_runs_state_goes_on_from_there_under_its_own_
     learned = tiny_spec(
         schedule="wsd", start_from=start, training_precision={"weights": "int4:g8", "quantizer": {"weights": "lsq"}}
     )
-    with pytest.raises(
-        ValueError,
-        match=r"starts from the state of Ntiny-\w+, which lacks 14 of its parameters \(e\.g\. \['model\.layers\.0\.mlp\.down_proj\.weight_step'\]",
-    ):
+    with pytest.raises(ValueError, match=r"learns quantizer parameters, which the state of Ntiny-\w+ it starts from"):
         train(learned, tmp_path / "learned", token_files["train"], trunk_dir=tmp_path / "trunk", progress=False)
 
 

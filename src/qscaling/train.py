@@ -331,8 +331,11 @@ def train(
         if trunk_divergence is not None:
             return _record_divergence(run_dir, spec, trunk_divergence, milestones=[])
         state = load_state(branch_state, spec.source)
-        if spec.start_from is not None:
-            _check_same_parameters(training, state)
+        if spec.start_from is not None and set(state["model"]) != set(training.model.state_dict()):
+            raise ValueError(
+                f"run {spec.run_id}: its training precision learns quantizer parameters, which the state of "
+                f"{spec.source} it starts from lacks (nothing to start them from); train it from scratch"
+            )
     training.restore(state)
     diverged = _train_steps(training, tokens, device, saves, progress)
     saved = saves.milestones_through(training.step)
@@ -373,19 +376,6 @@ def _trunk_branch_state(spec: RunSpec, trunk_dir: str | os.PathLike | None) -> P
     if trunk_dir is None:
         raise ValueError(f"run {spec.run_id}: a branch needs the directory of {spec.source}, the run it starts from")
     return _branch_state_path(Path(trunk_dir), spec.start_tokens)
-
-
-def _check_same_parameters(training: "_Training", state: dict) -> None:
-    """A run started from another run's state takes its weights and optimizer as they are: a training precision
-    that learns quantizer parameters of its own has nothing to start them from."""
-    own, given = set(training.model.state_dict()), set(state["model"])
-    if own != given:
-        lacking, others = sorted(own - given), sorted(given - own)
-        raise ValueError(
-            f"run {training.spec.run_id}: starts from the state of {state['run_id']}, which lacks {len(lacking)} of "
-            f"its parameters (e.g. {lacking[:1]}: a learned quantizer's) and has {len(others)} it lacks; a training "
-            "precision that learns quantizer parameters trains from scratch"
-        )
 
 
 def _train_steps(
