@@ -49,6 +49,15 @@ class StudySettings(Settings):
 PositiveInt = Annotated[int, Field(ge=1)]
 Fraction = Annotated[float, Field(gt=0, lt=1)]
 Anneal = Literal["wsd", "cosine"]
+# A partnered study's quantized runs start from their full-precision partner's trunk after its warmup
+# (`Planner.after_warmup`), not from scratch: the pair shares its initialisation and warmup (a declared deviation).
+Branched = Annotated[
+    bool,
+    Field(
+        description="true: each quantized run starts from its fp32 partner's WSD trunk after warmup instead of from "
+        "scratch (a deviation from the papers; the seed study measures what it does to δ's seed noise)"
+    ),
+]
 Sizes = Annotated[list[str], Field(min_length=1, json_schema_extra={"uniqueItems": True})]
 Budgets = Annotated[list[PositiveInt], Field(min_length=2, json_schema_extra={"uniqueItems": True})]
 CellBudgets = Annotated[list[PositiveInt], Field(min_length=1, json_schema_extra={"uniqueItems": True})]

@@ -27,6 +27,12 @@ class PartneredPoint:
     branched: bool = False
 
 
+def check_branched(key: str, settings) -> None:
+    """`branched` starts each quantized run from its partner's WSD trunk, which a study annealing by cosine lacks."""
+    if settings.branched and settings.anneal != "wsd":
+        raise ConfigError(f"config key {key}.branched: a run branches from its partner's WSD trunk; set anneal: wsd")
+
+
 def partnered_evaluations(study: str, settings, planner, points) -> list[Evaluation]:
     """Each `PartneredPoint`'s run and its partner, annealed by the study's `anneal` and `cooldown_fraction`:
     one evaluation per checkpoint with every label it carries (a partner shared by several points keeps its first

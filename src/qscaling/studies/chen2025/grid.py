@@ -7,7 +7,13 @@ from qscaling.config import Common
 from qscaling.layout import Layout
 from qscaling.settings import ConfigError
 from qscaling.studies.chen2025.settings import Chen2025Settings, ChenCell
-from qscaling.studies.grids import PartneredPoint, as_trained_scoring, collect_job, partnered_evaluations
+from qscaling.studies.grids import (
+    PartneredPoint,
+    as_trained_scoring,
+    check_branched,
+    collect_job,
+    partnered_evaluations,
+)
 from qscaling.studies.study import Evaluation, Job, Scoring, label
 
 STUDY = "chen2025"
@@ -53,6 +59,7 @@ def law_group(common: Common, size: str, group) -> int:
 
 
 def check(settings: Chen2025Settings, common: Common) -> None:
+    check_branched(KEY, settings)
     for index, cell in enumerate(settings.cells):
         _check_cell(f"{KEY}.cells.{index}", cell, settings, common)
     seeds = settings.seeds
@@ -141,11 +148,11 @@ def points(settings: Chen2025Settings, common: Common) -> list[dict]:
 def plan(settings: Chen2025Settings, common: Common, planner) -> list[Evaluation]:
     """Each QAT point and its full-precision partner (one evaluation per checkpoint, every label it carries)."""
     return partnered_evaluations(
-        STUDY, settings, planner, [partnered(common, point) for point in points(settings, common)]
+        STUDY, settings, planner, [partnered(common, point, settings.branched) for point in points(settings, common)]
     )
 
 
-def partnered(common: Common, point: dict) -> PartneredPoint:
+def partnered(common: Common, point: dict, branched: bool) -> PartneredPoint:
     size, seed, lr_scale = point["size"], point["seed"], point["lr_scale"]
     recipe = {"seed": seed}
     if lr_scale != 1.0:
@@ -160,6 +167,7 @@ def partnered(common: Common, point: dict) -> PartneredPoint:
         label(**variant, lr_scale=lr_scale, G=group, granularity=granularity, seed=seed),
         label(precision=FULL, format="", quantizer="", lr_scale=lr_scale, G=0, granularity="", seed=seed),
         recipe,
+        branched,
     )
 
 

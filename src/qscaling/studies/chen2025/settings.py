@@ -7,6 +7,7 @@ from pydantic import Field
 from qscaling.config import Training
 from qscaling.settings import (
     Anneal,
+    Branched,
     Budgets,
     CellBudgets,
     Fraction,
@@ -59,6 +60,7 @@ class Chen2025Settings(StudySettings):
 
     budgets: Budgets = Field(description="token budgets of every cell (a cell's `budgets` narrows them)")
     anneal: Anneal = Field(description="wsd: a cooldown branch per budget from the shared trunk; cosine: a run each")
+    branched: Branched = False
     cooldown_fraction: Fraction = Field(description="share of a budget its cooldown branch decays over")
     cells: list[ChenCell] = Field(min_length=1, description="each: every precision × size × G at its budgets")
     seeds: ChenSeedRepeats = Field(description="the point repeated at other seeds (the seed-noise floor)")

@@ -7,7 +7,7 @@ from qscaling.config import Common, check_weight_spec
 from qscaling.layout import Layout
 from qscaling.quant.spec import parse_spec
 from qscaling.settings import ConfigError
-from qscaling.studies.grids import PartneredPoint, collect_job, partnered_evaluations
+from qscaling.studies.grids import PartneredPoint, check_branched, collect_job, partnered_evaluations
 from qscaling.studies.kumar2024_training.precision import (
     FULL,
     law_precisions,
@@ -23,6 +23,7 @@ KEY = f"studies.{STUDY}"
 
 
 def check(settings: Kumar2024TrainingSettings, common: Common) -> None:
+    check_branched(KEY, settings)
     for index, cell in enumerate(settings.cells):
         where = f"{KEY}.cells.{index}"
         common.check_sizes(f"{where}.sizes", cell.sizes)
@@ -81,6 +82,7 @@ def plan(settings: Kumar2024TrainingSettings, common: Common, planner) -> list[E
                 label(precision=p["precision"], **law_precisions(p["precision"]), seed=p["seed"]),
                 full + label(seed=p["seed"]),
                 {"seed": p["seed"]},
+                settings.branched,
             )
             for p in points(settings, common)
         ],

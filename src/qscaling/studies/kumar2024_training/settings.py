@@ -7,6 +7,7 @@ from pydantic import Field
 from qscaling.settings import (
     Anneal,
     Bits,
+    Branched,
     Budgets,
     Calibration,
     CellBudgets,
@@ -56,6 +57,7 @@ class Kumar2024TrainingSettings(StudySettings):
 
     budgets: Budgets = Field(description="token budgets of every cell that names none of its own")
     anneal: Anneal = Field(description="wsd: every point a cooldown branch of its (size, precision) trunk")
+    branched: Branched = False
     cooldown_fraction: Fraction = Field(description="share of a budget its cooldown branch decays over")
     cells: list[PrecisionCell] = Field(min_length=1, description="each: every precision × size at its budgets")
     seeds: PrecisionSeedRepeats = Field(description="the seed-noise floor")

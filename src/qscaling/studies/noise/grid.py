@@ -7,7 +7,7 @@ from qscaling.layout import Layout
 from qscaling.noise import NOISE_PATH
 from qscaling.quant.precision import canonical_training_precision
 from qscaling.settings import ConfigError
-from qscaling.studies.grids import PartneredPoint, as_trained_scoring, partnered_evaluations
+from qscaling.studies.grids import PartneredPoint, as_trained_scoring, check_branched, partnered_evaluations
 from qscaling.studies.noise.settings import MIN_SEEDS, NoiseSettings
 from qscaling.studies.study import Evaluation, Job, Scoring, label
 
@@ -31,8 +31,7 @@ def check(settings: NoiseSettings, common: Common) -> None:
         canonical_training_precision(settings.precision.training_precision)
     except (TypeError, ValueError) as error:
         raise ConfigError(f"config key {KEY}.precision.training_precision: {error}") from None
-    if settings.branched and settings.anneal != "wsd":
-        raise ConfigError(f"config key {KEY}.branched: a run branches from its partner's WSD trunk; set anneal: wsd")
+    check_branched(KEY, settings)
 
 
 def plan(settings: NoiseSettings, common: Common, planner) -> list[Evaluation]:

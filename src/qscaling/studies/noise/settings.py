@@ -4,7 +4,7 @@ from typing import Any
 
 from pydantic import Field
 
-from qscaling.settings import Anneal, Budgets, Fraction, PositiveInt, Seeds, Settings, Sizes, StudySettings
+from qscaling.settings import Anneal, Branched, Budgets, Fraction, PositiveInt, Seeds, Settings, Sizes, StudySettings
 
 MIN_SEEDS = 5  # the MAD of 5 seeds has about 2 dof (qscaling.noise.MAD_DOF); of 3, about 1
 
@@ -24,10 +24,10 @@ class NoiseSettings(StudySettings):
     budgets: Budgets = Field(description="token budgets, each annealed by the study's `anneal`")
     seeds: Seeds = Field(description=f"seeds of every run (at least {MIN_SEEDS}: a robust σ needs them)")
     precision: QuantizedPrecision = Field(description="the quantized-training precision beside fp32")
-    branched: bool = Field(
+    branched: Branched = Field(
         False,
-        description="also train the quantized precision branched from its fp32 partner's trunk after warmup (a "
-        "design lever: the two share their initialisation and warmup; needs anneal wsd)",
+        description="also train the quantized precision branched from its fp32 partner's "
+        "trunk after warmup, beside the from-scratch runs (the design lever measured)",
     )
     anneal: Anneal = Field(description="wsd: a cooldown branch per budget from the shared trunk; cosine: a run each")
     cooldown_fraction: Fraction = Field(description="share of a budget its cooldown branch decays over")

@@ -9,7 +9,7 @@ from qscaling.config import Common
 from qscaling.layout import Layout
 from qscaling.quant.spec import parse_spec
 from qscaling.settings import ConfigError
-from qscaling.studies.grids import PartneredPoint, as_trained_scoring, partnered_evaluations
+from qscaling.studies.grids import PartneredPoint, as_trained_scoring, check_branched, partnered_evaluations
 from qscaling.studies.study import Evaluation, Scoring, label
 from qscaling.studies.sun2025.settings import Sun2025Settings, SunCell
 
@@ -69,6 +69,7 @@ def law_block(common: Common, size: str, block) -> float:
 
 
 def check(settings: Sun2025Settings, common: Common) -> None:
+    check_branched(KEY, settings)
     fit_sizes = set()
     for index, cell in enumerate(settings.cells):
         _check_cell(f"{KEY}.cells.{index}", cell, settings, common)
@@ -152,10 +153,11 @@ def points(settings: Sun2025Settings, common: Common) -> list[dict]:
 
 def plan(settings: Sun2025Settings, common: Common, planner) -> list[Evaluation]:
     """Each quantized point and its full-precision partner (one evaluation per checkpoint, every label it carries)."""
-    return partnered_evaluations(STUDY, settings, planner, [partnered(common, p) for p in points(settings, common)])
+    partnered_points = [partnered(common, p, settings.branched) for p in points(settings, common)]
+    return partnered_evaluations(STUDY, settings, planner, partnered_points)
 
 
-def partnered(common: Common, p: dict) -> PartneredPoint:
+def partnered(common: Common, p: dict, branched: bool) -> PartneredPoint:
     size, seed = p["size"], p["seed"]
     E, M = exponent_mantissa(p["format"])
     variant = label(format=p["format"], E=E, M=M, block=str(p["block"]), B=law_block(common, size, p["block"]))
@@ -167,6 +169,7 @@ def partnered(common: Common, p: dict) -> PartneredPoint:
         variant + label(inputs=p["inputs"], split=p["split"], seed=seed),
         full + label(split=p["split"], seed=seed),
         {"seed": seed},
+        branched,
     )
 
 

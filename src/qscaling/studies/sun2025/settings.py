@@ -6,6 +6,7 @@ from pydantic import Field
 
 from qscaling.settings import (
     Anneal,
+    Branched,
     Budgets,
     CellBudgets,
     Fraction,
@@ -60,6 +61,7 @@ class Sun2025Settings(StudySettings):
 
     budgets: Budgets = Field(description="token budgets of every cell (a cell's `budgets` narrows them)")
     anneal: Anneal = Field(description="wsd: a cooldown branch per budget from the shared trunk; cosine: a run each")
+    branched: Branched = False
     cooldown_fraction: Fraction = Field(description="share of a budget its cooldown branch decays over")
     cells: list[SunCell] = Field(min_length=1, description="each: every format ExMy × size × block at its budgets")
     validation: SunValidation = Field(
