@@ -7,7 +7,7 @@ import pytest
 
 from qscaling.config import ConfigError, Training, resolve_config
 from qscaling.laws import chen2025 as law
-from qscaling.noise import OWN_REPEATS_NOTE, mad_sigma
+from qscaling.noise import OWN_REPEATS_NOTE, ClaimNoise, NoiseModel, Sigma, mad_sigma
 from qscaling.plan import Planner
 from qscaling.studies.chen2025 import STUDY, analysis, grid
 from qscaling.studies.chen2025.figures import table2_frame
@@ -361,3 +361,24 @@ def test_the_seed_point_is_found_by_its_planned_budget_when_whole_steps_overshoo
     )
     assert len(analysis.seed_points(table, SETTINGS)) == 3
     assert analysis.seed_sigma(table, SETTINGS).value == pytest.approx(mad_sigma([0.01, 0.02, 0.04]).value)
+
+
+def test_a_branched_study_is_held_to_the_seed_noise_of_branched_runs():
+    """With the seed study in the run, a study whose quantized runs are branched reads σ_seed of branched runs' δ
+    (`delta_branched`), not of runs from scratch; without that model, its own (branched) repeats."""
+    table = seeded(synthetic_table(noise=0.01), [0.0, 0.5, 1.0])
+    cells = sorted({(size, int(budget)) for size, budget in zip(table["size"], table["budget"])})
+    models = {
+        name: NoiseModel(name, {cell: Sigma(value, 2.0, 5, "MAD", f"{name} σ") for cell in cells})
+        for name, value in (("delta", 0.3), ("delta_branched", 1e-4))
+    }
+    text = "W4A4 QAT error falls with model size (γ_N > 0)"
+    fits = {name: fit for name, fit in STUDY.fit_laws(table, SETTINGS).items() if not isinstance(fit, str)}
+    tables = {"table": table, "activations": None, "decomposition": analysis.decomposition(table, SETTINGS)}
+    for branched, source, verdict in ((False, "delta σ", "inconclusive"), (True, "delta_branched σ", "reproduced")):
+        settings = SETTINGS.model_copy(update={"branched": branched})
+        row = {row["claim"]: row for row in STUDY.claims(tables, fits, settings, ClaimNoise(models))}[text]
+        assert (row["noise"], row["verdict"]) == (source, verdict)
+    settings = SETTINGS.model_copy(update={"branched": True})
+    own = {row["claim"]: row for row in STUDY.claims(tables, fits, settings, ClaimNoise({"delta": models["delta"]}))}
+    assert OWN_REPEATS_NOTE in own[text]["noise"]

@@ -302,6 +302,12 @@ class ClaimNoise:
 OWN_REPEATS = ClaimNoise()
 
 
+def delta_quantity(branched: bool) -> str:
+    """The seed study's noise model of a δ like a study's: of runs branched from their partner's trunk after warmup
+    (`branched`), or trained from scratch."""
+    return "delta_branched" if branched else "delta"
+
+
 def own_repeats_sigma(repeats: Mapping[Cell, Sequence[float]]) -> Sigma | None:
     """The pooled MAD of a study's own repeats by cell, diverged (non-finite) runs and cells without spread left
     out; None where no cell keeps two seeds with spread."""

@@ -14,7 +14,7 @@ from qscaling.comparison import full_precision, training_frame
 from qscaling.laws import chen2025 as law
 from qscaling.laws import try_fit
 from qscaling.laws.table import constant_inputs, unidentifiable
-from qscaling.noise import ClaimNoise, Sigma, cells_of, noise_floor, own_repeats_sigma, repeats_by_cell
+from qscaling.noise import ClaimNoise, Sigma, cells_of, delta_quantity, noise_floor, own_repeats_sigma, repeats_by_cell
 from qscaling.stats import standard_error
 from qscaling.studies.chen2025.grid import ABSMAX, CHANNEL, FP, FULL, INT, STUDY
 from qscaling.studies.chen2025.settings import Chen2025Settings
@@ -115,8 +115,9 @@ def seed_sigma(table: pd.DataFrame, settings: Chen2025Settings) -> Sigma | None:
 
 def seed_noise(table: pd.DataFrame, settings: Chen2025Settings, noise: ClaimNoise) -> Sigma | None:
     """σ_seed of δ that the claims are held to: the noise model's over the main grid's cells (its largest), or the
-    study's own repeats without a seed study."""
-    return noise.sigma("delta", cells_of(table[main_grid(table)]), repeats_by_cell(seed_points(table, settings)))
+    study's own repeats without a seed study (the model of branched runs' δ for a `branched` study)."""
+    cells, repeats = cells_of(table[main_grid(table)]), repeats_by_cell(seed_points(table, settings))
+    return noise.sigma(delta_quantity(settings.branched), cells, repeats)
 
 
 def grid_rows(table: pd.DataFrame, settings: Chen2025Settings, precision: str) -> pd.DataFrame:

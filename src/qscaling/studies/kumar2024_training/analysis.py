@@ -16,7 +16,7 @@ from qscaling.comparison import training_frame
 from qscaling.laws import LAWS, try_fit
 from qscaling.laws import kumar2024 as law
 from qscaling.laws.table import constant_inputs, unidentifiable
-from qscaling.noise import ClaimNoise, Sigma, cells_of, own_repeats_sigma, repeats_by_cell
+from qscaling.noise import ClaimNoise, Sigma, cells_of, delta_quantity, own_repeats_sigma, repeats_by_cell
 from qscaling.studies.kumar2024_training.grid import STUDY
 from qscaling.studies.kumar2024_training.precision import FULL, FULL_BITS, JOINT, TENSOR_SPECS, varied_tensor
 from qscaling.studies.kumar2024_training.settings import Kumar2024TrainingSettings
@@ -239,10 +239,10 @@ def seed_sigma(table: pd.DataFrame) -> Sigma | None:
     return own_repeats_sigma(repeats_by_cell(seed_points(table)))
 
 
-def seed_noise(table: pd.DataFrame, noise: ClaimNoise) -> Sigma | None:
+def seed_noise(table: pd.DataFrame, noise: ClaimNoise, branched: bool) -> Sigma | None:
     """σ_seed of δ that the claims are held to: the noise model's over the laws' cells (its largest), or the
-    study's own repeats without a seed study."""
-    return noise.sigma("delta", cells_of(law_rows(table)), repeats_by_cell(seed_points(table)))
+    study's own repeats without a seed study (the model of branched runs' δ for a `branched` study)."""
+    return noise.sigma(delta_quantity(branched), cells_of(law_rows(table)), repeats_by_cell(seed_points(table)))
 
 
 def precision_cost(fit, rows: pd.DataFrame, *, paper: bool = False) -> float:

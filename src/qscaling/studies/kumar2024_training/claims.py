@@ -52,7 +52,7 @@ def claims(
     tables: dict, fits: dict, settings: Kumar2024TrainingSettings, noise: ClaimNoise = OWN_REPEATS
 ) -> list[dict]:
     table = tables["table"]
-    sigma = seed_noise(table, noise)
+    sigma = seed_noise(table, noise, settings.branched)
     rows = law_rows(table)
     return [
         *(_ordering_claim(fits, rows, tensor, sigma) for tensor in ("a", "kv")),

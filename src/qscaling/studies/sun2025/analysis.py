@@ -15,7 +15,7 @@ from qscaling.comparison import training_frame
 from qscaling.laws import LAWS, try_fit
 from qscaling.laws import sun2025 as law
 from qscaling.laws.table import constant_inputs, unidentifiable
-from qscaling.noise import ClaimNoise, Sigma, cells_of, own_repeats_sigma, repeats_by_cell
+from qscaling.noise import ClaimNoise, Sigma, cells_of, delta_quantity, own_repeats_sigma, repeats_by_cell
 from qscaling.studies.sun2025.grid import CHANNEL, FIT, FULL, GEMM_INPUTS, LAW_INPUTS, STUDY, TENSOR
 from qscaling.studies.sun2025.settings import Sun2025Settings
 from qscaling.studies.tables import partnered_table, recipe_seed, trained
@@ -186,10 +186,10 @@ def seed_sigma(table: pd.DataFrame) -> Sigma | None:
     return own_repeats_sigma(repeats_by_cell(seed_points(table)))
 
 
-def seed_noise(table: pd.DataFrame, noise: ClaimNoise) -> Sigma | None:
+def seed_noise(table: pd.DataFrame, noise: ClaimNoise, branched: bool) -> Sigma | None:
     """σ_seed of δ that the claims are held to: the noise model's over the law's cells (its largest), or the
-    study's own repeats without a seed study."""
-    return noise.sigma("delta", cells_of(law_rows(table)), repeats_by_cell(seed_points(table)))
+    study's own repeats without a seed study (the model of branched runs' δ for a `branched` study)."""
+    return noise.sigma(delta_quantity(branched), cells_of(law_rows(table)), repeats_by_cell(seed_points(table)))
 
 
 def gemm_rows(table: pd.DataFrame) -> pd.DataFrame:

@@ -40,7 +40,7 @@ from qscaling.studies.sun2025.settings import Sun2025Settings
 
 def claims(tables: dict, fits: dict, settings: Sun2025Settings, noise: ClaimNoise = OWN_REPEATS) -> list[dict]:
     table = tables["table"]
-    sigma = seed_noise(table, noise)
+    sigma = seed_noise(table, noise, settings.branched)
     capybara = fits.get("capybara")
     rows = law_rows(table)
     return [
