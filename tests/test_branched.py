@@ -1,7 +1,10 @@
 """`branched` in the partnered studies (Chen, Sun, Kumar's training precisions): each quantized run starts from its
 full-precision partner's trunk after warmup instead of from scratch; off, no run starts from another."""
 
+from pathlib import Path
+
 import pytest
+import yaml
 
 from qscaling.config import ConfigError, resolve_config
 from qscaling.plan import Planner
@@ -43,3 +46,13 @@ def test_branched_needs_the_wsd_trunk_it_starts_from(raw_config, study):
     raw_config["studies"][study] |= {"branched": True, "anneal": "cosine"}
     with pytest.raises(ConfigError, match=rf"config key studies\.{study}\.branched: .* set anneal: wsd"):
         planned(raw_config, study)
+
+
+def test_the_overlay_branches_every_partnered_study(raw_config):
+    overlay = yaml.safe_load((Path(__file__).parents[1] / "workflow" / "overlays" / "branched.yaml").read_text())
+    for study, block in overlay["studies"].items():
+        raw_config["studies"][study] |= block
+    assert sorted(overlay["studies"]) == sorted(PARTNERED)
+    for study in PARTNERED:
+        planner, _ = planned(raw_config, study)
+        assert any(plan.spec.start_from for plan in planner.runs.values()), study
