@@ -13,7 +13,9 @@ import yaml
 from safetensors.torch import load_file
 
 import qscaling.train as train_module
+from qscaling.data import load_tokens
 from qscaling.model import ModelShape, build_model
+from qscaling.quant import choose_qparams, parse_spec
 from qscaling.train import RunSpec, compute_loss, lr_at, milestone_name, train
 
 SHAPE = ModelShape(d_model=32, n_layers=2, n_heads=2, d_ff=64, vocab_size=64, seq_len=32)
@@ -272,8 +274,40 @@ def test_a_run_started_from_another_runs_state_goes_on_from_there_under_its_own_
     learned = tiny_spec(
         schedule="wsd", start_from=start, training_precision={"weights": "int4:g8", "quantizer": {"weights": "lsq"}}
     )
-    with pytest.raises(ValueError, match=r"learns quantizer parameters, which the state of Ntiny-\w+ it starts from"):
-        train(learned, tmp_path / "learned", token_files["train"], trunk_dir=tmp_path / "trunk", progress=False)
+    summary = train(learned, tmp_path / "learned", token_files["train"], milestones=[25_600],
+                    trunk_dir=tmp_path / "trunk", progress=False)  # fmt: skip
+    assert summary["train_loss_curve"][:8] == trunk_curve[:8] and summary["steps"] == 100
+    trained = weights(tmp_path / "learned" / "checkpoints" / milestone_name(25_600))
+    assert any(name.endswith("weight_step") for name in trained)  # learned from a fresh start at the branch point
+
+
+def test_a_learned_quantizer_of_a_started_run_starts_from_the_weights_it_takes(token_files):
+    trunk = tiny_spec(schedule="wsd")
+    fresh = train_module._Training.start(trunk, torch.device("cpu"))
+    for _ in range(3):
+        batch = train_module.batch_at(load_tokens(token_files["train"]), trunk, fresh.step)
+        train_module.training_step(fresh.model, fresh.optimizer, fresh.scaler, batch, trunk)
+        fresh.step += 1
+    fresh.losses = [1.0, 2.0, 3.0]
+    start = {"run": trunk.run_id, "tokens": 3 * trunk.tokens_per_step}
+    spec = tiny_spec(
+        schedule="wsd", start_from=start, training_precision={"weights": "int4:g8", "quantizer": {"weights": "lsq"}}
+    )
+    started = train_module._Training.start(spec, torch.device("cpu"))
+    started.adopt(fresh.state())
+    source = dict(fresh.model.named_parameters())
+    for name, parameter in started.model.named_parameters():
+        if name.endswith("weight_step"):
+            linear = name.rsplit(".", 1)[0]
+            expected = choose_qparams(source[f"{linear}.weight"].detach(), parse_spec("int4:g8")).scale
+            assert torch.equal(parameter.detach(), expected), name
+            assert parameter not in started.optimizer.state or not started.optimizer.state[parameter]
+        else:
+            assert torch.equal(parameter, source[name]), name
+            assert torch.equal(
+                started.optimizer.state[parameter]["exp_avg"], fresh.optimizer.state[source[name]]["exp_avg"]
+            )
+    assert started.step == 3 and started.losses == [1.0, 2.0, 3.0]
 
 
 def test_a_spec_without_start_from_keeps_its_identity_and_a_bad_one_is_refused():

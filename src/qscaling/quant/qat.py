@@ -327,6 +327,20 @@ def linear_precision(canonical: dict, role: str) -> LinearPrecision:
     return LinearPrecision(**parsed, clipped_ste=canonical["ste"] == "clipped", grad_output_gemms=gemms, **learned)
 
 
+def restart_learned_quantizers(model: nn.Module) -> None:
+    """Each learned quantizer's parameter initialised afresh from its Linear's current weight, as `from_linear` does
+    at step 0: for a run that takes another run's weights (`RunSpec.start_from`)."""
+    with torch.no_grad():
+        for module in model.modules():
+            if not isinstance(module, QuantizedTrainingLinear):
+                continue
+            for field, attribute in QUANTIZER_ATTRIBUTES.items():
+                quantizer = getattr(module.precision, attribute)
+                if quantizer != "absmax":
+                    fresh = initial_parameter(quantizer, module.weight, getattr(module.precision, field))
+                    getattr(module, QUANTIZER_PARAMETER_NAMES[quantizer]).copy_(fresh)
+
+
 def apply_training_precision(model: nn.Module, precision: dict | None) -> dict:
     """Put a quantized-training Linear in place of each of the model's Linears per `precision` (in place).
 
