@@ -3,10 +3,10 @@ reference's bits for every spec but stochastic rounding and absmean scales.
 
 It is built by torch's cpp_extension the first time a process needs it (30–60 s, once per machine, CPU path,
 checkout, Python and torch) and cached on disk (`TORCH_EXTENSIONS_DIR`, default `~/.cache/torch_extensions`); later
-processes load the cached library in well under a second, so every job — a QAT step on tensors of a few thousand elements as much as
-a 4096² benchmark — takes it with no start-up to repay. Built without FMA contraction or fast-math, with AVX2 or
-AVX-512 where torch's CPU path uses them (`ATEN_CPU_CAPABILITY=default`: scalar code); the bits are the same
-either way; large tensors are split over torch's own OpenMP threads (`_openmp_flags`).
+processes load the cached library in well under a second, so every job — a QAT step on tensors of a few thousand
+elements as much as a 4096² benchmark — takes it with no start-up to repay. Built without FMA contraction or
+fast-math, with AVX2 or AVX-512 where torch's CPU path uses them (`ATEN_CPU_CAPABILITY=default`: scalar code); the
+bits are the same either way; large tensors are split over torch's own OpenMP threads (`_openmp_flags`).
 Without a C++ compiler or ninja the build fails once, says why in one warning, and `quantize` keeps its other
 paths.
 """

@@ -3,7 +3,7 @@ run, δ against its fp32 partner of the same seed) and the noise model built fro
 
 import pandas as pd
 
-from qscaling.noise import OWN_REPEATS, ClaimNoise, NoiseModel, write_noise_models
+from qscaling.noise import OWN_REPEATS, ClaimNoise, NoiseModel, delta_quantity, write_noise_models
 from qscaling.studies.noise.grid import BRANCHED, FULL, STUDY
 from qscaling.studies.noise.settings import NoiseSettings
 from qscaling.studies.tables import partnered_table
@@ -36,10 +36,12 @@ def noise_models(table: pd.DataFrame) -> dict[str, NoiseModel]:
     branched = quantized["precision"].str.endswith(f" {BRANCHED}")
     models = {
         "loss": NoiseModel.from_frame(full, value="loss", quantity="held-out loss of an fp32 run", budget="budget"),
-        "delta": _delta_model(quantized[~branched], ""),
+        delta_quantity(branched=False): _delta_model(quantized[~branched], ""),
     }
     if branched.any():
-        models["delta_branched"] = _delta_model(quantized[branched], ", branched from its trunk after warmup")
+        models[delta_quantity(branched=True)] = _delta_model(
+            quantized[branched], ", branched from its trunk after warmup"
+        )
     return models
 
 
