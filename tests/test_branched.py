@@ -1,5 +1,5 @@
 """`branched` in the partnered studies (Chen, Sun, Kumar's training precisions): each quantized run starts from its
-full-precision partner's trunk after warmup instead of from scratch; off, no run starts from another."""
+full-precision partner's trunk after warmup instead of from scratch (the default); off, no run starts from another."""
 
 from pathlib import Path
 
@@ -24,8 +24,9 @@ def planned(raw_config, study: str):
 
 @pytest.mark.parametrize("study", PARTNERED)
 def test_a_branched_study_starts_every_quantized_run_from_its_partners_trunk(raw_config, study):
+    raw_config["studies"][study]["branched"] = False
     planner, evaluations = planned(raw_config, study)
-    assert not any(plan.spec.start_from for plan in planner.runs.values())  # the default: from scratch
+    assert not any(plan.spec.start_from for plan in planner.runs.values())  # the papers' runs: from scratch
     raw_config["studies"][study]["branched"] = True
     planner, evaluations = planned(raw_config, study)
     quantized = {e.run for e in evaluations if planner.runs[e.run].spec.training_precision}
@@ -48,11 +49,14 @@ def test_branched_needs_the_wsd_trunk_it_starts_from(raw_config, study):
         planned(raw_config, study)
 
 
-def test_the_overlay_branches_every_partnered_study(raw_config):
-    overlay = yaml.safe_load((Path(__file__).parents[1] / "workflow" / "overlays" / "branched.yaml").read_text())
-    for study, block in overlay["studies"].items():
-        raw_config["studies"][study] |= block
-    assert sorted(overlay["studies"]) == sorted(PARTNERED)
+def test_the_default_branches_every_partnered_study_and_the_overlay_trains_them_from_scratch(raw_config):
     for study in PARTNERED:
         planner, _ = planned(raw_config, study)
         assert any(plan.spec.start_from for plan in planner.runs.values()), study
+    overlay = yaml.safe_load((Path(__file__).parents[1] / "workflow" / "overlays" / "from_scratch.yaml").read_text())
+    assert sorted(overlay["studies"]) == sorted(PARTNERED)
+    for study, block in overlay["studies"].items():
+        raw_config["studies"][study] |= block
+    for study in PARTNERED:
+        planner, _ = planned(raw_config, study)
+        assert not any(plan.spec.start_from for plan in planner.runs.values()), study

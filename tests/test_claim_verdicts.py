@@ -175,7 +175,15 @@ def ptq_table(delta, *, methods=("gptq",), anneal="wsd", main=True, seed=0) -> p
     rows = []
     for n in SIZES:
         for d in BUDGETS:
-            base = {"N": n, "D": d, "split": "val", "anneal": anneal, "main": main, "run": f"{anneal}-{n:g}-{d:g}"}
+            base = {
+                "N": n,
+                "D": d,
+                "split": "val",
+                "anneal": anneal,
+                "main": main,
+                "repeat": False,
+                "run": f"{anneal}-{n:g}-{d:g}",
+            }
             for method in methods:
                 for bits in (3, 4, 5, 6):
                     value = float(delta(n, d, bits, method, rng))

@@ -78,6 +78,12 @@ MALFORMED_SPECS = [
     ),
     ({"studies": {"kumar2024": {"weight_format": "int{bits}:g0"}}}, SPECS(r"kumar2024\.weight_format: .*group size")),
     (
+        {"studies": {"kumar2024": {"sizes": ["N21k", "N83k"], "seeds": {"sizes": ["N201k"]}}}},
+        SPECS(r"kumar2024\.seeds\.sizes: N201k is not one of"),
+    ),
+    ({"studies": {"kumar2024": {"seeds": {"budget": 3000000}}}}, SPECS(r"kumar2024\.seeds\.budget: 3000000 is not")),
+    ({"studies": {"kumar2024": {"seeds": {"extra": [0]}}}}, SPECS(r"kumar2024\.seeds\.extra: repeats the recipe's")),
+    (
         {"studies": {"kumar2024": {"weight_format": "int{bits}:token"}}},
         SPECS(r"kumar2024\.weight_format: gptq needs tensor, channel, group granularity, got 'int3:token'"),
     ),

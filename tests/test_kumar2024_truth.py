@@ -12,7 +12,9 @@ import pandas as pd
 import pytest
 from test_figure_content import data_lines, drawn, kumar_inputs, markers  # noqa: F401  (kumar_inputs: fixture)
 
+from qscaling import noise
 from qscaling.figures import figure_data
+from qscaling.figures.caveats import SEED_BAND_GID
 from qscaling.laws import kumar2024 as law
 from qscaling.studies.kumar2024 import analysis as study
 from qscaling.studies.kumar2024 import figures
@@ -31,7 +33,8 @@ def synthetic_table(delta=None, loss=None, anneal="wsd", main=True) -> pd.DataFr
     rows = []
     for N in SIZES:
         for D in BUDGETS:
-            base = {"N": N, "D": D, "size": f"N{int(N)}", "split": "val", "anneal": anneal, "main": main}
+            base = {"N": N, "D": D, "size": f"N{int(N)}", "split": "val", "anneal": anneal, "main": main, "repeat": False,
+                    "base_loss": loss(N, D)}  # fmt: skip
             rows.append({**base, "method": "none", "bits": 16, "loss": loss(N, D), "delta": 0.0, "delta_se": 0.0})
             for bits in (3, 4, 5, 6):
                 d = float(delta(N, D, bits))
@@ -174,3 +177,65 @@ def test_ptq_grid_draws_the_papers_exponent_through_the_points(kumar_inputs):  #
         centre_x, centre_y = points.mean(axis=0)
         assert np.interp(centre_x, x, y) == pytest.approx(centre_y)
     assert axes[0]["ylabel"].startswith("δ_PTQ (nats")  # the top row shows the gap itself, not overlapping losses
+
+
+def with_repeats(table: pd.DataFrame, deviations=(-0.1, 0.1), loss_deviations=(-0.02, 0.02)) -> pd.DataFrame:
+    """`table` with every seed repeat of its largest budget at the two smallest sizes: δ times e^deviation and the
+    unquantized loss plus loss_deviation, one repeat per deviation (its post-PTQ loss moving with both)."""
+    cells = table[table["N"].isin(SIZES[:2]) & (table["D"] == BUDGETS[-1])]
+    repeats = []
+    for seed, (deviation, loss_deviation) in enumerate(zip(deviations, loss_deviations), start=1):
+        repeat = cells.assign(repeat=True, main=False, run=lambda frame, s=seed: frame["size"] + f"-seed{s}")
+        repeat["delta"] = repeat["delta"] * np.exp(deviation)
+        repeat["loss"] = repeat["loss"] - cells["delta"] + repeat["delta"] + loss_deviation
+        repeats.append(repeat)
+    table = pd.concat([table.assign(run=table["size"]), *repeats], ignore_index=True)
+    return table.assign(base_loss=table["loss"] - table["delta"], loss_se=0.0)
+
+
+def test_seed_spread_is_the_pooled_mad_of_log_delta_and_of_the_loss_at_the_repeated_points():
+    table = with_repeats(synthetic_table())
+    spread = study.seed_spread(table).set_index(["method", "bits"])
+    three_seeds = noise.mad_scale([-0.1, 0.0, 0.1])  # the same at both points, so their pool is it too
+    assert spread.loc[("gptq", 3), "sd"] == pytest.approx(three_seeds)
+    assert spread.loc[("none", 16), "sd"] == pytest.approx(noise.mad_scale([-0.02, 0.0, 0.02]))
+    assert spread.loc[("gptq", 3), ["seeds", "points"]].tolist() == [6, 2]
+    assert spread.loc[("gptq", 3), "dof"] == pytest.approx(2 * noise.mad_dof(3))
+    assert study.seed_spread(synthetic_table()).empty
+
+
+def test_seed_repeats_stay_out_of_the_grid_its_fits_claims_and_the_schedule_pairs():
+    table = synthetic_table()
+    repeated = with_repeats(table, deviations=(-2.0, 2.0), loss_deviations=(-1.0, 1.0))
+    columns = ["N", "D", "bits", "delta"]
+    assert study.fit_rows(repeated, "gptq")[columns].equals(study.fit_rows(table, "gptq")[columns])
+    for claimed, plain in zip(study.slope_claims(repeated), study.slope_claims(table)):
+        assert claimed == plain
+    cosine = synthetic_table(anneal="cosine", main=False)
+    both = pd.concat([repeated, cosine], ignore_index=True)
+    assert study.schedule_ratio(both)["ratio"] == pytest.approx(1.0)
+
+
+def test_ptq_grids_draw_the_seed_band_of_each_bit_width_and_say_where_it_comes_from():
+    table = with_repeats(synthetic_table())
+    fig = figures.fig2({"ptq": table}, {})
+    tops = [ax for ax in fig.axes if ax.get_ylabel().startswith("δ_PTQ (nats") or ax.get_title().startswith("N =")]
+    bands = [c for ax in tops for c in ax.collections if c.get_gid() == SEED_BAND_GID]
+    assert len(bands) == 4 * len(SIZES)  # every bit width in every size's panel
+    gptq3 = table[(table["method"] == "gptq") & (table["bits"] == 3) & table["main"]].sort_values("D")
+    first = gptq3[gptq3["N"] == SIZES[0]]
+    segments = bands[0].get_segments()
+    half_widths = [(segment[1][1] - segment[0][1]) / 2 for segment in segments]
+    assert half_widths == pytest.approx(2 * noise.mad_scale([-0.1, 0.0, 0.1]) * first["delta"].to_numpy())
+    assert f"pale bars: ± 2 σ_seed of δ, relative (INT3 {noise.mad_scale([-0.1, 0.0, 0.1]):.0%}" in footer(fig)
+    without = footer(figures.fig2({"ptq": synthetic_table()}, {}))
+    assert "no seed repeats" in without
+
+
+def test_fig1_left_draws_the_seed_band_of_the_loss():
+    table = with_repeats(synthetic_table())
+    fig = figures.fig1_left({"ptq": table}, {})
+    [band] = [c for c in fig.axes[0].collections if c.get_gid() == SEED_BAND_GID][:1]
+    loss_sd = noise.mad_scale([-0.02, 0.0, 0.02])
+    assert (band.get_segments()[0][1][1] - band.get_segments()[0][0][1]) / 2 == pytest.approx(2 * loss_sd, rel=0.5)
+    assert f"± 2 σ_seed of the unquantized loss ({loss_sd:.2g} nats" in footer(fig)

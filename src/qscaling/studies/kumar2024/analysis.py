@@ -15,7 +15,7 @@ from qscaling.comparison import full_precision, ptq_frame
 from qscaling.laws import kumar2024 as law
 from qscaling.laws import try_fit
 from qscaling.laws.baseline import KUMAR2024_CHINCHILLA
-from qscaling.noise import OWN_REPEATS, ClaimNoise
+from qscaling.noise import OWN_REPEATS, ClaimNoise, own_repeats_sigma
 from qscaling.studies.claims import (
     INCONCLUSIVE,
     claim,
@@ -35,12 +35,14 @@ EQUIVALENT_RATIO = (0.8, 1.25)
 
 def build_table(rows: pd.DataFrame, settings: Kumar2024Settings) -> pd.DataFrame:
     """Tidy PTQ table: `anneal` names how the model was annealed ("imported" for checkpoints trained elsewhere),
-    `main` marks the study's own schedule (imported checkpoints are the grid there is)."""
+    `repeat` marks a grid point trained again at another seed, `main` the grid itself: the study's own schedule at
+    the recipe's seed (imported checkpoints are the grid there is)."""
     table = rows.copy()
     table["anneal"] = np.select(
         [table["schedule"] == "cosine", table["schedule"] == "wsd"], ["cosine", "wsd"], default="imported"
     )
-    table["main"] = table["anneal"].isin([settings.anneal, "imported"])
+    table["repeat"] = table["repeat"].fillna(False).astype(bool) if "repeat" in table else False
+    table["main"] = table["anneal"].isin([settings.anneal, "imported"]) & ~table["repeat"]
     table["tokens_per_param"] = table["D"] / table["N"]
     table["P_post"] = table["bits"]
     return table.sort_values(["method", "bits", "anneal", "N", "D"]).reset_index(drop=True)
@@ -142,6 +144,7 @@ def schedule_matched_cells(table: pd.DataFrame, method: str = "gptq") -> pd.Data
     """δ_PTQ of the same (N, D, bits) under both annealing schedules: one row per cell, a column per schedule
     (`delta_<anneal>`, `delta_se_<anneal>`)."""
     rows = table[(table["method"] == method) & (table["split"] == "val") & (table["anneal"] != "imported")]
+    rows = rows[~rows["repeat"]]
     wide = rows.pivot_table(index=["N", "D", "bits"], columns="anneal", values=["delta", "delta_se"])
     wide.columns = [f"{value}_{anneal}" for value, anneal in wide.columns]
     return wide.dropna().reset_index()
@@ -168,7 +171,7 @@ def schedule_ratio(table: pd.DataFrame) -> dict | None:
     pairs the CI is unbounded); where that spread happens to fall below the evaluation noise, the latter stands.
     None when no cell was run under both."""
     cells = schedule_matched_cells(table)
-    trained = table[table["anneal"] != "imported"]
+    trained = table[(table["anneal"] != "imported") & ~table["repeat"]]
     main = trained.loc[trained["main"], "anneal"]
     other = trained.loc[~trained["main"], "anneal"]
     if cells.empty or main.empty or other.empty:
@@ -211,6 +214,29 @@ def schedule_claim(table: pd.DataFrame) -> dict | None:
         f"share; equivalent within {EQUIVALENT_RATIO[0]:g}–{EQUIVALENT_RATIO[1]:g})"
     )
     return claim(STUDY, text, statistic=statistic, ci=ci, verdict=verdict)
+
+
+def seed_spread(table: pd.DataFrame) -> pd.DataFrame:
+    """How far separately trained runs scatter, from the grid points repeated at other seeds: per (method, bits),
+    `sd` is the seed-to-seed SD of log δ_PTQ (a relative SD of δ, as δ grows tenfold over the grid's budgets) and,
+    for the unquantized model (method "none"), the SD of its loss in nats; each the MAD of the seeds at a repeated
+    point, pooled over those points (`qscaling.noise.own_repeats_sigma`), with its `dof`, `seeds` and `points`.
+    Empty where nothing was repeated."""
+    columns = ["method", "bits", "sd", "dof", "seeds", "points"]
+    if not table["repeat"].any():
+        return pd.DataFrame(columns=columns)
+    rows = table[(table["split"] == "val") & (table["main"] | table["repeat"])]
+    repeated = rows.loc[rows["repeat"], ["N", "D"]].drop_duplicates()
+    rows = rows.merge(repeated, on=["N", "D"])
+    records = []
+    for (method, bits), group in rows.groupby(["method", "bits"]):
+        values = group["loss"] if method == "none" else np.log(group["delta"].where(group["delta"] > 0))
+        repeats = {(str(size), int(d)): list(cell) for (size, d), cell in values.groupby([group["size"], group["D"]])}
+        sigma = own_repeats_sigma(repeats)
+        if sigma is not None:
+            records.append({"method": method, "bits": bits, "sd": sigma.value, "dof": sigma.dof,
+                            "seeds": sigma.runs, "points": len(repeats)})  # fmt: skip
+    return pd.DataFrame(records, columns=columns)
 
 
 def slope_claims(table: pd.DataFrame) -> list[dict]:

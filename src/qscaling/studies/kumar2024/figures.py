@@ -9,10 +9,10 @@ import pandas as pd
 import seaborn as sns
 
 from qscaling.figures import add_footer, figure, new_figure
-from qscaling.figures.caveats import extrapolation_note, flag_bounds, mark_extrapolation
+from qscaling.figures.caveats import extrapolation_note, flag_bounds, mark_extrapolation, seed_band, seed_band_note
 from qscaling.laws import LAWS
 from qscaling.laws import kumar2024 as law
-from qscaling.studies.kumar2024.analysis import critical_tokens, fit_rows, schedule_ratio
+from qscaling.studies.kumar2024.analysis import critical_tokens, fit_rows, schedule_ratio, seed_spread
 
 PAPER = "kumar2024"
 _STYLE = {"paper": "-", "this run": "--"}
@@ -155,7 +155,7 @@ def fig9(tables, fits, served=(0.0, 1e12, 1e13)):
 
 def _ptq_rows(tables, method="gptq", main=True):
     table = tables["ptq"]
-    rows = table[(table["split"] == "val") & table["method"].isin([method, "none"])]
+    rows = table[(table["split"] == "val") & table["method"].isin([method, "none"]) & ~table["repeat"]]
     return rows[rows["main"]] if main else rows
 
 
@@ -169,6 +169,30 @@ def _series_order(rows):
 
 # What every data-driven figure reads: the PTQ table and the δ_PTQ fits.
 study_figure = figure(tables={"ptq": "kumar2024"}, fits="kumar2024")
+
+
+def seed_sd(table, method: str, bits: int) -> float:
+    """`seed_spread`'s SD for (method, bits): relative for a δ, nats for the unquantized loss; NaN unmeasured."""
+    spread = seed_spread(table)
+    found = spread[(spread["method"] == method) & (spread["bits"] == bits)]
+    return float(found["sd"].iloc[0]) if len(found) else math.nan
+
+
+def seed_note(table, method: str, what: str) -> str:
+    """The footer's account of the seed bands of `method` (`what` they are drawn on), or that none was measured."""
+    spread = seed_spread(table)
+    spread = spread[spread["method"] == method]
+    if spread.empty:
+        return seed_band_note(math.nan, "")
+    first = spread.iloc[0]
+    if method == "none":
+        values = f"{first['sd']:.2g} nats"
+    else:
+        values = ", ".join(f"INT{int(row.bits)} {row.sd:.0%}" for row in spread.itertuples())
+    return (
+        f"pale bars: ± 2 σ_seed of {what} ({values}; MAD over {int(first['seeds'])} runs at {int(first['points'])} "
+        f"points trained at other seeds, {first['dof']:.1f} dof)"
+    )
 
 
 def turn_ups(table, n) -> pd.DataFrame:
@@ -202,6 +226,10 @@ def fig1_left(tables, fits):
         points = rows[rows["series"] == series].sort_values("tokens_per_param")
         ax.errorbar(points["tokens_per_param"], points["loss"], yerr=2 * points["loss_se"], marker="o", ms=4,
                     capsize=0, color=colour, label=series)  # fmt: skip
+        loss_sd = seed_sd(tables["ptq"], "none", 16)
+        if series != "no PTQ":  # a post-PTQ loss moves with its checkpoint's loss and with its δ: both, at most
+            loss_sd = loss_sd + seed_sd(tables["ptq"], "gptq", int(series[3:])) * (points["loss"] - points["base_loss"])
+        seed_band(ax, points["tokens_per_param"], points["loss"], loss_sd, colour)
     turns = turn_ups(tables["ptq"], n)
     labels = {True: "critical data size (rise > 2 s.e.)", False: "rise within 2 s.e.: noise, not a turn"}
     for turn in turns.itertuples():
@@ -217,8 +245,9 @@ def fig1_left(tables, fits):
     rises = "; ".join(f"INT{t.bits} rises {t.rise:.3g} ± {2 * t.rise_se:.2g}" for t in turns.itertuples())
     add_footer(
         fig,
-        "This run; error bars: ± 2 s.e. over held-out windows. Each budget is a separately annealed run, whose seed "
-        "noise this study does not measure.\nA turn: loss at the largest budget less the least loss"
+        "This run; error bars: ± 2 s.e. over held-out windows. Each budget is a separately annealed run;\n"
+        + seed_note(tables["ptq"], "none", "the unquantized loss")
+        + ", plus that of δ after PTQ.\nA turn: loss at the largest budget less the least loss"
         + (f" ({rises} nats)" if rises else ""),
     )
     return fig
@@ -251,6 +280,8 @@ def _ptq_grid(tables, fits, method):
             x, y = points["tokens_per_param"], points["delta"]
             top.plot(x, y, marker="o", ms=3, color=palette[series], label=series)
             top.errorbar(x, y, yerr=2 * points["delta_se"], fmt="none", color=palette[series])
+            relative = seed_sd(tables["ptq"], method, int(series[3:]))
+            seed_band(top, x, y, relative * y.abs(), palette[series])
         top.axhline(0, color="0.5", lw=0.8)
         top.ticklabel_format(axis="y", style="sci", scilimits=(0, 0))  # short labels in narrow panels
         positive = size_rows[size_rows["delta"] > 0]
@@ -279,8 +310,8 @@ def _ptq_grid(tables, fits, method):
         f"Points: this run, {method.upper()} per-channel. Solid lines: this run's fitted δ_PTQ = C_T·D^γD/N^γN·e^(−P/γ)"
         + ("" if fit else " (no fit: too few points above the noise floor)")
         + f";\ndotted: the paper's exponent γ_D = {_PTQ_PAPER['gamma_D']} (Kumar et al. Table 2), drawn through"
-        " the points' geometric centre (a slope guide, not a prediction). Error bars are evaluation noise only:"
-        " each (N, D) is a separately trained run, whose seed noise this study does not measure.",
+        " the points' geometric centre (a slope guide, not a prediction).\nError bars: ± 2 s.e. over held-out"
+        " windows. Each (N, D) is a separately trained run: " + seed_note(tables["ptq"], method, "δ, relative") + ".",
     )
     flag_bounds(fig, {f"this run's {method.upper()} δ_PTQ fit": fit})
     return fig
@@ -309,7 +340,7 @@ def fig12(tables, fits):
     """Annealing-schedule ablation, WSD cooldown against cosine (the paper's Fig. 12 uses linear decay instead):
     δ_PTQ against D under both, and the ratio of their mean δ."""
     table = tables["ptq"]
-    ablated = table[table["anneal"] != table.loc[table["main"], "anneal"].iloc[0]]
+    ablated = table[(table["anneal"] != table.loc[table["main"], "anneal"].iloc[0]) & ~table["repeat"]]
     rows = _ptq_rows(tables, main=False)
     rows = _series(rows[(rows["N"].isin(ablated["N"].unique())) & (rows["bits"] < 16) & (rows["delta"] > 0)])
     fig, axes = new_figure(width=4.6, height=3.4)

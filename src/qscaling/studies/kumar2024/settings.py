@@ -1,9 +1,10 @@
 """Kumar et al. 2024's config block (`studies.kumar2024`): the post-training quantization grid."""
 
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field
 
+from qscaling.config import Training
 from qscaling.settings import (
     Anneal,
     Budgets,
@@ -11,6 +12,7 @@ from qscaling.settings import (
     Fraction,
     LocalModel,
     PositiveInt,
+    Seeds,
     Settings,
     Sizes,
     StudySettings,
@@ -27,8 +29,18 @@ class ScheduleAblation(Settings):
     budgets: Budgets = Field(description="the token budgets it anneals at")
 
 
+class KumarSeedRepeats(Settings):
+    """Grid points trained again at other seeds: how far δ_PTQ (and the loss) of separately trained runs scatter."""
+
+    sizes: Sizes = Field(description="ladder sizes repeated (the grid's two ends of N)")
+    budget: PositiveInt = Field(description="the budget repeated at each size (one of the study's budgets)")
+    extra: Seeds = Field(description="seeds besides the recipe's")
+
+
 class Kumar2024Settings(StudySettings):
     """Kumar et al. 2024, post-training quantization: δ_PTQ of annealed checkpoints across sizes, budgets and bits."""
+
+    SHARED: ClassVar[tuple[str, ...]] = ("training",)  # the recipe's seed: which points are the grid's own
 
     source: Literal["train", "local"] = Field(
         description="train: annealed runs of the ladder; local: your own checkpoints (`local`)"
@@ -50,3 +62,7 @@ class Kumar2024Settings(StudySettings):
         description="held-out tokens each checkpoint is scored on, before and after quantization (the same tokens)"
     )
     schedule_ablation: ScheduleAblation = Field(description="Fig. 12's annealing-schedule ablation")
+    seeds: KumarSeedRepeats | None = Field(
+        None, description="grid points repeated at other seeds (the seed band of δ_PTQ); null: none"
+    )
+    training: Training = Field(description="the recipe (the top-level `training`, not a key of this block)")
