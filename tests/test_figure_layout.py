@@ -22,7 +22,7 @@ from conftest import REPO_ROOT
 from matplotlib.collections import PathCollection
 from matplotlib.colors import to_rgba
 from matplotlib.container import BarContainer
-from matplotlib.ticker import NullFormatter
+from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from qscaling.figures import (
     COLUMN_TITLES,
@@ -252,6 +252,31 @@ def unlabelled_log_axes(fig) -> list[str]:
     return problems
 
 
+def ragged_tick_labels(fig, renderer) -> list[str]:
+    """Axes whose tick labels do not line up: on an x axis, labels whose tops differ by more than a pixel (a minor
+    tick's label drawn at another distance from the axis than a major one's); on a y axis, their aligned edges."""
+    problems = []
+    for number, ax in enumerate(drawn_axes(fig)):
+        for axis in shown_axes(ax):
+            edges = {}
+            for label in tick_labels(axis):
+                if label.get_text().strip():
+                    box = label.get_window_extent(renderer)
+                    if axis.axis_name == "x":
+                        side = label.get_va()
+                        edge = box.y1 if side == "top" else box.y0
+                    else:
+                        side = label.get_ha()
+                        edge = box.x1 if side == "right" else box.x0 if side == "left" else (box.x0 + box.x1) / 2
+                    edges.setdefault(side, []).append((edge, label.get_text()))
+            for side, found in edges.items():
+                values = [edge for edge, _ in found]
+                if max(values) - min(values) > 1.0:
+                    texts = [text for _, text in found]
+                    problems.append(f"axes {number} {axis.axis_name} tick labels {texts} off one line")
+    return problems
+
+
 def data_points(ax) -> np.ndarray:
     """Pixel positions of the axes' plotted points inside its view: line vertices and markers in data
     coordinates (not axhline/axvline, which span the axes) and scatter offsets."""
@@ -379,6 +404,7 @@ CHECKS = {
     "insets over data": axes_over_data,
     "faint series": lambda fig, renderer: faint_series(fig),
     "exponent and unit suffix": lambda fig, renderer: exponent_with_suffix(fig),
+    "ragged tick labels": ragged_tick_labels,
 }
 
 
@@ -449,6 +475,19 @@ def test_a_log_axis_showing_one_power_of_ten_gets_two_labels():
 
     assert "log axes without two labels" in layout_problems(one_power(), tidy=False)
     assert not layout_problems(one_power())
+
+
+def test_minor_and_major_tick_labels_of_a_log_axis_share_one_line():
+    def minor_labels():
+        fig, ax = small_figure()
+        ax.plot([3e5, 8e6], [1, 2])
+        ax.set(xscale="log")
+        ax.xaxis.set_minor_formatter(FuncFormatter(lambda value, _: compact_number(value)))
+        ax.tick_params(axis="x", which="minor", pad=8)  # as a style whose minor ticks are shorter leaves them
+        return fig
+
+    assert "ragged tick labels" in layout_problems(minor_labels(), tidy=False)
+    assert not layout_problems(minor_labels())
 
 
 def test_a_legend_on_the_data_is_found_and_moved_off_it():

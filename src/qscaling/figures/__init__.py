@@ -143,6 +143,19 @@ def _tidy_log_axes(fig) -> None:
             axis.set_minor_formatter(
                 FuncFormatter(lambda value, _, subs=labelled: compact_number(value) if _mantissa(value) in subs else "")
             )
+            if labelled:
+                _align_minor_labels(ax, axis.axis_name)
+
+
+def _align_minor_labels(ax, name: str) -> None:
+    """Minor tick labels of `ax`'s `name` axis ("x", "y") as far from it as major ones, on every axes sharing it
+    (which share its formatters): a minor tick is shorter, and its label would sit closer by the difference, out
+    of line with the major labels beside it."""
+    for sibling in getattr(ax, f"get_shared_{name}_axes")().get_siblings(ax):
+        axis = getattr(sibling, f"{name}axis")
+        major, minor = axis.get_major_ticks(1), axis.get_minor_ticks(1)
+        offset = major[0].get_tick_padding() + major[0].get_pad()
+        axis.set_tick_params(which="minor", pad=offset - minor[0].get_tick_padding())
 
 
 def _data_points(ax):
