@@ -269,7 +269,7 @@ def ragged_tick_labels(fig, renderer) -> list[str]:
                         side = label.get_ha()
                         edge = box.x1 if side == "right" else box.x0 if side == "left" else (box.x0 + box.x1) / 2
                     edges.setdefault(side, []).append((edge, label.get_text()))
-            for side, found in edges.items():
+            for found in edges.values():
                 values = [edge for edge, _ in found]
                 if max(values) - min(values) > 1.0:
                     texts = [text for _, text in found]
