@@ -4,15 +4,18 @@
     qscaling plan                               every run of the default preset and the compute its reuse saves
     qscaling plan kumar2024_fig2                what that figure alone needs (a rule name or an output path)
     qscaling plan --scale paper                 the paper-scale grid, with its GPU-hours
+    qscaling plan --power --noise noise.json    each claim's expected effect beside the smallest one it resolves
 """
 
 from dataclasses import dataclass
 from pathlib import Path
 
+import pandas as pd
 import yaml
 
 from qscaling.config import ConfigError, deep_merge
 from qscaling.layout import LEARNING_CURVES
+from qscaling.noise import NOISE_PATH, ClaimNoise
 from qscaling.pipeline import CONFIG_PATH, Pipeline
 from qscaling.plan import Planner, compute_reuse, trained_tokens, training_flops
 
@@ -60,11 +63,25 @@ def add_arguments(parser) -> None:
         help="config files merged over the embedded config.yaml, in order, as Snakemake's --configfile merges them",
     )
     parser.add_argument("--cores", type=int, default=2, help="cores the time estimate assumes (default: 2)")
+    parser.add_argument(
+        "--power",
+        action="store_true",
+        help="per claim between trained runs: the effect the paper's law predicts on this grid beside the smallest "
+        "effect the seed noise lets it resolve",
+    )
+    parser.add_argument(
+        "--noise",
+        metavar="FILE",
+        help=f"the seed study's noise model the power reads σ_seed from (default: {NOISE_PATH} if it exists)",
+    )
 
 
 def run(args) -> int:
     """`qscaling plan`: the runs a config (or TARGET) trains, their tokens and compute, and what reuse saves."""
     pipeline = Pipeline.from_config(load_config(args.configfile, args.scale))
+    if args.power:
+        print_power(pipeline, args.noise or (NOISE_PATH if Path(NOISE_PATH).exists() else None))
+        return 0
     if args.targets:
         print_target(pipeline, args.targets, args.cores)
         return 0
@@ -185,3 +202,61 @@ def print_target(pipeline: Pipeline, targets: list[str], cores: int) -> None:
           f"{len(found.checkpoints)} checkpoints to score")  # fmt: skip
     print(f"≈ {seconds / 60:.0f} min on {cores} CPU cores at this project's measured rates (an empty directory; "
           f"finished outputs are reused), ≈ {flops / GPU_FLOPS / 3600:.2g} GPU-hours of training")  # fmt: skip
+
+
+def planned_rows(pipeline: Pipeline, study: str) -> pd.DataFrame:
+    """Each checkpoint `study` plans to score, as the row its table will have before anything is measured: its
+    variant labels, run, size, N (non-embedding parameters), D = budget (the tokens it is scored at), and not
+    diverged."""
+    records = []
+    for evaluation in pipeline.evaluations[study]:
+        plan = pipeline.planner.runs.get(evaluation.run)
+        if plan is None:  # an imported checkpoint: nothing to plan
+            continue
+        base = {"run": evaluation.run, "size": plan.spec.size, "N": plan.spec.shape.non_embedding_params,
+                "D": evaluation.tokens, "budget": evaluation.tokens, "diverged": False}  # fmt: skip
+        records += [{**base, **labels} for labels in evaluation.label_records() or [{}]]
+    return pd.DataFrame(records)
+
+
+POWER_COLUMNS = ["study", "claim", "expected_effect", "min_detectable", "resolves", "noise"]
+
+
+def power_table(pipeline: Pipeline, noise: ClaimNoise) -> pd.DataFrame:
+    """Every study's `power` rows (`qscaling.studies.study.Study.power`) with `resolves`: whether the effect the
+    paper's law predicts on the planned grid exceeds the smallest effect σ_seed resolves there."""
+    rows = []
+    for name, configured in pipeline.studies.items():
+        if configured.study.power is None or not pipeline.evaluations.get(name):
+            continue
+        rows += configured.study.power(planned_rows(pipeline, name), configured.settings, noise)
+    table = pd.DataFrame(rows, columns=[c for c in POWER_COLUMNS if c != "resolves"])
+    return table.assign(resolves=[_resolves(e, m) for e, m in zip(table["expected_effect"], table["min_detectable"])])[
+        POWER_COLUMNS
+    ]
+
+
+def _resolves(expected: str, floor: str) -> str:
+    if not floor:
+        return "unknown: no σ_seed"
+    if not expected:
+        return "unknown: no paper prediction"
+    return "yes" if abs(float(expected)) > float(floor) else "no: expected below the floor"
+
+
+def print_power(pipeline: Pipeline, noise_path: str | None) -> None:
+    """`qscaling plan --power`: each claim between trained runs with its expected effect and its floor, then
+    how many the design can resolve."""
+    noise = ClaimNoise.read(noise_path)
+    table = power_table(pipeline, noise)
+    source = noise_path or "none: min_detectable needs the seed study's noise model (--noise FILE)"
+    print(f"power of the claims between trained runs (nats; σ_seed from {source})")
+    width = min(90, max((len(text) for text in table["claim"]), default=10))
+    for study, rows in table.groupby("study", sort=False):
+        print(study)
+        for row in rows.itertuples():
+            text = row.claim if len(row.claim) <= width else row.claim[: width - 1] + "…"
+            print(f"  {text:<{width}}  expected {row.expected_effect or '–':>8}  floor {row.min_detectable or '–':>8}"
+                  f"  {row.resolves}")  # fmt: skip
+    resolvable = int((table["resolves"] == "yes").sum())
+    print(f"{resolvable} of {len(table)} claims expect an effect above their floor")

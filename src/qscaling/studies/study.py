@@ -87,6 +87,11 @@ class Study:
                                                       between trained runs held to noise.sigma (ClaimNoise)
       law_points(table, settings)                     its runs as points of the law comparison: {"training": …,
                                                       "ptq": …} in qscaling.comparison's schemas
+    Before any run (`qscaling plan --power`):
+      power(planned, settings, noise)                 its claims between trained runs as claims-table rows
+                                                      with `expected_effect` (the paper's law on the planned
+                                                      grid: `planned` holds each planned checkpoint's labels,
+                                                      size, N and D) and `min_detectable` (noise.sigma's floor)
     """
 
     name: str
@@ -105,6 +110,7 @@ class Study:
     figures: tuple[str, ...] = ()  # the modules declaring its figures (`qscaling.figures.figure`)
     diverged_rule: str | None = None  # how build_table leaves out diverged runs; without one such a row stops it
     law_points: Callable | None = None  # its runs for the law comparison (qscaling.comparison)
+    power: Callable | None = None  # its claims' power before any run (`qscaling plan --power`)
 
     def __post_init__(self):
         if bool(self.fit_names) != bool(self.fit_laws) or bool(self.fit_tables) != bool(self.fit_table_names):

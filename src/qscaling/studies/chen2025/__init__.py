@@ -36,6 +36,7 @@ STUDY = Study(
     jobs=grid.jobs,
     build_table=analysis.build_table,
     law_points=analysis.law_points,
+    power=claims.power,
     fit_names=analysis.fit_names,
     fit_laws=analysis.fit_laws,
     fit_tables=analysis.fit_tables,

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from qscaling.laws import chen2025 as law
-from qscaling.noise import OWN_REPEATS, ClaimNoise, Sigma
+from qscaling.noise import OWN_REPEATS, ClaimNoise, Sigma, cells_of, delta_quantity
 from qscaling.studies.chen2025.analysis import (
     LAW_INPUTS,
     activation_weight_ratio,
@@ -36,17 +36,24 @@ from qscaling.studies.claims import (
     verdict_from_interval,
 )
 
+EXPONENT_CLAIMS = (
+    ("gamma_N", "W4A4 QAT error falls with model size (γ_N > 0)", "N"),
+    ("gamma_D", "W4A4 QAT error grows with training tokens (γ_D > 0)", "D"),
+    ("gamma_G", "W4A4 QAT error grows with the group size (γ_G > 0)", "G"),
+)
+WEIGHTS_VS_ACTIVATIONS = "Weight error grows faster with D than activation error (γ_D of W4A16 > γ_D of W16A4)"
+FC2 = "The FC2 input at 8 bits cuts W4A4 QAT error (Fig. 9)"
+DECOMPOSITION = "W4A4 error ≈ c · (weight-only + activation-only error), c near 0.906 (Fig. 6)"
+RATIO = "R = δ_W16A4 / δ_W4A16 falls as D/N grows (Fig. 8)"
+D_TERM = "The law with the D term predicts held-out sizes better than without it (Table 4)"
+
 
 def claims(tables: dict, fits: dict, settings: Chen2025Settings, noise: ClaimNoise = OWN_REPEATS) -> list[dict]:
     table = tables["table"]
     sigma = seed_noise(table, settings, noise)
     out = []
     fit = fits.get("qat")
-    for name, text, variable in (
-        ("gamma_N", "W4A4 QAT error falls with model size (γ_N > 0)", "N"),
-        ("gamma_D", "W4A4 QAT error grows with training tokens (γ_D > 0)", "D"),
-        ("gamma_G", "W4A4 QAT error grows with the group size (γ_G > 0)", "G"),
-    ):
+    for name, text, variable in EXPONENT_CLAIMS:
         if fit is None:
             out.append(claim(STUDY, text, statistic="no W4A4 fit", ci="", verdict=INCONCLUSIVE))
             continue
@@ -91,7 +98,7 @@ def _weights_vs_activations_claim(
     """γ_D(W4A16) − γ_D(W16A4) (`parameter_difference`): inconclusive where either exponent is held at the paper's
     value (nothing measured); where one sits on its bound, the direction is inconclusive and the magnitude read off
     the CI, open on that side; held to the seed noise where neither precision's fitted δ moves with D by more."""
-    text = "Weight error grows faster with D than activation error (γ_D of W4A16 > γ_D of W16A4)"
+    text = WEIGHTS_VS_ACTIVATIONS
     precisions = {"W4A16": fits.get("qat_W4A16"), "W16A4": fits.get("qat_W16A4")}
     if None in precisions.values():
         return claim(STUDY, text, statistic="no W4A16 or W16A4 fit", ci="", verdict=INCONCLUSIVE)
@@ -115,14 +122,14 @@ def _weights_vs_activations_claim(
         magnitude=interval.magnitude(paper),
     )
     effect = max(_effect_across(grid_rows(table, settings, p), fit, "D") for p, fit in precisions.items())
-    expected = max(_paper_effect(grid_rows(table, settings, p), p, "D") for p in precisions)
+    expected = _paper_d_effect(table, settings)
     return floored_by_seed_noise(row, effect, sigma, "largest effect of D over the grid", expected=expected)
 
 
 def _fc2_claim(table: pd.DataFrame, settings: Chen2025Settings, sigma: Sigma | None) -> dict:
     """δ_W4A4 − δ_W4A4_FC2_8bit over the points both trained: separate runs, so its noise is σ_seed·√2 per point,
     with the t-quantile of σ_seed's dof."""
-    text = "The FC2 input at 8 bits cuts W4A4 QAT error (Fig. 9)"
+    text = FC2
     index = ["N", "D", "G"]
     plain = grid_rows(table, settings, "W4A4").set_index(index)["delta"]
     fixed = grid_rows(table, settings, "W4A4_FC2_8bit").set_index(index)["delta"]
@@ -137,7 +144,7 @@ def _fc2_claim(table: pd.DataFrame, settings: Chen2025Settings, sigma: Sigma | N
     # Negative at this scale, by extrapolation: Table 1's FC2-8bit fit has the larger k and γ_N and the smaller γ_G,
     # so at N21k, 0.5M tokens, G = 8 it predicts δ 0.132 against W4A4's 0.112, though at the paper's 595M
     # parameters, 100B tokens, G = 128 it predicts 0.038 against 0.057 (Fig. 9's cut).
-    expected = _paper_gap(plain.index.to_frame(index=False), "W4A4", "W4A4_FC2_8bit")
+    expected = _paper_gap(cut.index.to_frame(index=False), "W4A4", "W4A4_FC2_8bit")
     row = claim(
         STUDY,
         text,
@@ -146,6 +153,40 @@ def _fc2_claim(table: pd.DataFrame, settings: Chen2025Settings, sigma: Sigma | N
         verdict=verdict_from_interval(low, high, "positive"),
     )
     return held_to(row, sigma, scale, expected)
+
+
+def _paper_d_effect(table: pd.DataFrame, settings: Chen2025Settings) -> float:
+    """The larger effect of D over the grid that Chen et al.'s constants predict for W4A16 and W16A4."""
+    return max(_paper_effect(grid_rows(table, settings, p), p, "D") for p in ("W4A16", "W16A4"))
+
+
+def _paper_mean_w4a4(rows: pd.DataFrame) -> float:
+    """The mean W4A4 δ Chen et al.'s constants predict at `rows` (N, D, G)."""
+    return float(np.mean(law.QAT(law.QAT.paper_params["W4A4"], rows))) if len(rows) else math.nan
+
+
+def _fc2_points(table: pd.DataFrame, settings: Chen2025Settings) -> pd.DataFrame:
+    """The (N, D, G) points trained both as W4A4 and with the FC2 input at 8 bits."""
+    index = ["N", "D", "G"]
+    plain, fixed = (grid_rows(table, settings, p)[index] for p in ("W4A4", "W4A4_FC2_8bit"))
+    return plain.merge(fixed.drop_duplicates(), on=index)
+
+
+def power(planned: pd.DataFrame, settings: Chen2025Settings, noise: ClaimNoise) -> list[dict]:
+    """Before any run, each claim held to σ_seed: the effect Chen et al.'s constants predict on the planned grid
+    beside the smallest effect σ_seed resolves there (`held_to`), as `claims` fills them in after the run."""
+    sigma = noise.sigma(delta_quantity(settings.branched), cells_of(planned[main_grid(planned)]))
+    w4a4 = grid_rows(planned, settings, "W4A4")
+    fc2 = _fc2_points(planned, settings)
+    expected = [(text, _paper_effect(w4a4, "W4A4", variable), 1.0) for _, text, variable in EXPONENT_CLAIMS]
+    expected += [
+        (WEIGHTS_VS_ACTIVATIONS, _paper_d_effect(planned, settings), 1.0),
+        (FC2, _paper_gap(fc2, "W4A4", "W4A4_FC2_8bit"), math.sqrt(2 / max(len(fc2), 1))),
+        (DECOMPOSITION, _paper_mean_w4a4(w4a4), 1.0),
+        (RATIO, math.nan, 1.0),
+        (D_TERM, _paper_mean_w4a4(w4a4), 1.0),
+    ]
+    return [held_to({"study": STUDY, "claim": text}, sigma, scale, effect) for text, effect, scale in expected]
 
 
 def _paper_gap(points: pd.DataFrame, first: str, second: str) -> float:
@@ -196,7 +237,7 @@ def _kurtosis_claim(activations: pd.DataFrame | None, *, bootstrap: int = 1000, 
 
 
 def _decomposition_claim(frame: pd.DataFrame, settings: Chen2025Settings) -> dict:
-    text = "W4A4 error ≈ c · (weight-only + activation-only error), c near 0.906 (Fig. 6)"
+    text = DECOMPOSITION
     if len(frame) < 3:
         return claim(STUDY, text, statistic=f"{len(frame)} shared points", ci="", verdict=INCONCLUSIVE)
     c, low, high = decomposition_slope(frame, settings.bootstrap)
@@ -216,14 +257,13 @@ def _floored_by_w4a4(row: dict, table: pd.DataFrame, settings: Chen2025Settings,
     inside σ_seed's 95 % t-floor, either comparison is noise."""
     rows = grid_rows(table, settings, "W4A4")
     typical = float(rows["delta"].abs().mean())
-    expected = float(np.mean(law.QAT(law.QAT.paper_params["W4A4"], rows))) if len(rows) else math.nan
-    return floored_by_seed_noise(row, typical, sigma, "mean |δ_W4A4|", expected=expected)
+    return floored_by_seed_noise(row, typical, sigma, "mean |δ_W4A4|", expected=_paper_mean_w4a4(rows))
 
 
 def _ratio_claim(table: pd.DataFrame, settings: Chen2025Settings, sigma: Sigma | None) -> dict:
     """R's trend over the points whose two δs both clear σ_seed's 95 % t-floor: a ratio of δs inside the seed
     noise is noise."""
-    text = "R = δ_W16A4 / δ_W4A16 falls as D/N grows (Fig. 8)"
+    text = RATIO
     ratios = activation_weight_ratio(table, settings, sigma)
     plain = ratios[ratios["variant"] == "plain"]
     if sigma is None:
@@ -249,7 +289,7 @@ def _ratio_claim(table: pd.DataFrame, settings: Chen2025Settings, sigma: Sigma |
 
 
 def _d_term_claim(fits: dict) -> dict:
-    text = "The law with the D term predicts held-out sizes better than without it (Table 4)"
+    text = D_TERM
     with_d, without = fits.get("qat"), fits.get("qat_no_D")
     if with_d is None or without is None or None in (with_d.heldout_relative_error, without.heldout_relative_error):
         return claim(STUDY, text, statistic="no held-out errors for both laws", ci="", verdict=INCONCLUSIVE)

@@ -29,6 +29,7 @@ STUDY = Study(
     scoring=grid.scoring,
     build_table=analysis.build_table,
     law_points=analysis.law_points,
+    power=claims.power,
     fit_names=analysis.fit_names,
     fit_laws=analysis.fit_laws,
     fit_tables=analysis.fit_tables,

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from qscaling.laws import sun2025 as law
-from qscaling.noise import OWN_REPEATS, ClaimNoise, Sigma, noise_floor
+from qscaling.noise import OWN_REPEATS, ClaimNoise, Sigma, cells_of, delta_quantity, noise_floor
 from qscaling.studies.claims import (
     COVERS_PAPER,
     EXCLUDES_PAPER,
@@ -37,6 +37,14 @@ from qscaling.studies.sun2025.analysis import (
 from qscaling.studies.sun2025.grid import CHANNEL, STUDY
 from qscaling.studies.sun2025.settings import Sun2025Settings
 
+EXPONENT_OVER_MANTISSA = "Exponent bits matter slightly more than mantissa bits (δ > ν)"
+BLOCK_SIZE = "Loss grows with the block size (∝ log2 B, Fig. 3)"
+BACKWARD_INPUTS = (
+    "Quantizing a backward GEMM input (P4, P6) costs less than the forward weight (P2) at equal bits (Fig. 2)"
+)
+CRITICAL_DATA = "Low-precision training has a critical data size beyond which more data raises the loss (Sec. 4.2)"
+FORM = "The Capybara law predicts left-out sizes better than Kumar et al.'s N_eff form (Fig. 1)"
+
 
 def claims(tables: dict, fits: dict, settings: Sun2025Settings, noise: ClaimNoise = OWN_REPEATS) -> list[dict]:
     table = tables["table"]
@@ -51,6 +59,28 @@ def claims(tables: dict, fits: dict, settings: Sun2025Settings, noise: ClaimNois
         _critical_data_claim(capybara, rows, sigma),
         _form_claim(capybara, fits.get("kumar_form"), rows, sigma),
     ]
+
+
+def _blocked(table: pd.DataFrame) -> pd.DataFrame:
+    """The block sweep's points scaled per block of B (channel-wise included, tensor-wise left out)."""
+    rows = block_rows(table)
+    return rows[rows["B"].notna()]
+
+
+def power(planned: pd.DataFrame, settings: Sun2025Settings, noise: ClaimNoise) -> list[dict]:
+    """Before any run, each claim held to σ_seed: the effect Sun et al.'s constants (Table 2) predict on the
+    planned grid beside the smallest effect σ_seed resolves there (`held_to`), as `claims` fills them in after the
+    run; the paper's law predicts no effect for the claims that compare single inputs or laws (nan)."""
+    rows = law_rows(planned)
+    sigma = noise.sigma(delta_quantity(settings.branched), cells_of(rows))
+    expected = [
+        (EXPONENT_OVER_MANTISSA, precision_effect(law.TABLE2, rows), 1.0),
+        (BLOCK_SIZE, paper_block_effect(_blocked(planned)), 1.0),
+        (BACKWARD_INPUTS, math.nan, math.sqrt(2)),
+        (CRITICAL_DATA, math.nan, math.sqrt(2)),
+        (FORM, math.nan, 1.0),
+    ]
+    return [held_to({"study": STUDY, "claim": text}, sigma, scale, effect) for text, effect, scale in expected]
 
 
 def _pinned(fit, *names) -> list[str]:
@@ -84,7 +114,7 @@ def paper_block_effect(rows: pd.DataFrame) -> float:
 def _exponent_over_mantissa_claim(fit, rows: pd.DataFrame, sigma: Sigma | None) -> dict:
     """δ − ν from the Capybara fit (`parameter_difference`): inconclusive where either is held at the paper's value;
     where one sits on its bound, the direction is inconclusive and the magnitude read off the CI, open on that side."""
-    text = "Exponent bits matter slightly more than mantissa bits (δ > ν)"
+    text = EXPONENT_OVER_MANTISSA
     paper = round(law.TABLE2["delta"] - law.TABLE2["nu"], 4)
     if fit is None:
         return claim(STUDY, text, statistic="no Capybara fit", ci="", verdict=INCONCLUSIVE, paper=paper,
@@ -113,9 +143,8 @@ def _exponent_over_mantissa_claim(fit, rows: pd.DataFrame, sigma: Sigma | None) 
 def _block_size_claim(table: pd.DataFrame, settings: Sun2025Settings, sigma: Sigma | None) -> dict:
     """The pooled slope of loss on log2 B within each (N, D) of the block sweep (tensor-wise left out), with a
     percentile CI over resampled points; its effect is the slope times the widest span of log2 B."""
-    text = "Loss grows with the block size (∝ log2 B, Fig. 3)"
-    rows = block_rows(table)
-    rows = rows[rows["B"].notna()].assign(log2_B=lambda frame: np.log2(frame["B"]))
+    text = BLOCK_SIZE
+    rows = _blocked(table).assign(log2_B=lambda frame: np.log2(frame["B"]))
     blocks_per_point = rows.groupby(["N", "D"])["log2_B"].nunique()
     if blocks_per_point.empty or blocks_per_point.max() < 2:
         return claim(STUDY, text, statistic="no (N, D) with two block sizes", ci="", verdict=INCONCLUSIVE)
@@ -190,7 +219,7 @@ def _backward_inputs_claim(table: pd.DataFrame, sigma: Sigma | None) -> dict:
     """δ of backward W (P4) and backward X (P6) against forward W (P2), each quantized alone in one format: the
     three share a partner, so each difference is a difference of two separately trained runs' losses (the shared
     partner cancels), with SD √2 σ_seed and the t-quantile of σ_seed's dof."""
-    text = "Quantizing a backward GEMM input (P4, P6) costs less than the forward weight (P2) at equal bits (Fig. 2)"
+    text = BACKWARD_INPUTS
     rows = gemm_rows(table)
     if not {"P2", "P4", "P6"} <= set(rows.index) or sigma is None:
         row = claim(STUDY, text, statistic="no P2, P4 and P6 runs, or no σ_seed", ci="", verdict=INCONCLUSIVE)
@@ -215,7 +244,7 @@ def _critical_data_claim(fit, rows: pd.DataFrame, sigma: Sigma | None) -> dict:
     two runs (√2 σ_seed): reproduced where
     it rises to the last budget at some size, not reproduced where it falls from D_crit to the last budget at every
     such size, inconclusive otherwise (and where every D_crit lies beyond the grid)."""
-    text = "Low-precision training has a critical data size beyond which more data raises the loss (Sec. 4.2)"
+    text = CRITICAL_DATA
     points = quantized_rows(rows)
     points = points[points["block"] == CHANNEL]
     if fit is None or points.empty:
@@ -252,7 +281,7 @@ def _critical_data_claim(fit, rows: pd.DataFrame, sigma: Sigma | None) -> dict:
 def _form_claim(capybara, kumar, rows: pd.DataFrame, sigma: Sigma | None) -> dict:
     """Leave-one-size-out relative errors of the two laws on the same points. A gap smaller (in nats, at the
     points' mean loss) than σ_seed's 95 % t-floor is one that separately trained runs make by themselves."""
-    text = "The Capybara law predicts left-out sizes better than Kumar et al.'s N_eff form (Fig. 1)"
+    text = FORM
     errors = [getattr(fit, "heldout_relative_error", None) for fit in (capybara, kumar)]
     if None in errors:
         return claim(STUDY, text, statistic="no held-out errors for both laws", ci="", verdict=INCONCLUSIVE)
