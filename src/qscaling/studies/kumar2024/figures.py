@@ -191,7 +191,7 @@ def seed_note(table, method: str, what: str) -> str:
         values = ", ".join(f"INT{int(row.bits)} {row.sd:.0%}" for row in spread.itertuples())
     return (
         f"pale bars: ± 2 σ_seed of {what} ({values}; MAD over {int(first['seeds'])} runs at {int(first['points'])} "
-        f"points trained at other seeds, {first['dof']:.1f} dof)"
+        f"point{'s' if first['points'] != 1 else ''} trained at other seeds, {first['dof']:.1f} dof)"
     )
 
 
