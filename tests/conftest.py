@@ -16,6 +16,7 @@ import torch
 
 from qscaling.diff.artifacts import list_artifacts
 from qscaling.reproducible import REPRODUCIBLE_CPU_ENV
+from qscaling.runner import LOCAL_JOB_RATE
 
 # Without a GPU the Triton kernels run in Triton's interpreter, which reads this when triton is first imported.
 if not torch.cuda.is_available():
@@ -177,7 +178,9 @@ def dag_environment(reproducible: bool = True) -> dict:
 
 
 def workflow_arguments(workdir: Path, scale: str) -> list[str]:
-    return ["--directory", str(workdir), "--cores", "2", "--config", f"scale={scale}"]
+    """The suite's DAG arguments; plain Snakemake runs get the job rate `qscaling run` gives (LOCAL_JOB_RATE)."""
+    rate = ["--max-jobs-per-timespan", LOCAL_JOB_RATE]
+    return ["--directory", str(workdir), "--cores", "2", *rate, "--config", f"scale={scale}"]
 
 
 def qscaling_run_command(workdir: Path, scale: str = "smoke", *targets: str) -> list[str]:

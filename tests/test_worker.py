@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from qscaling import worker
-from qscaling.runner import runs_jobs_here
+from qscaling.runner import LOCAL_JOB_RATE, local_job_rate, runs_jobs_here
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -147,6 +147,22 @@ def test_the_worker_says_what_it_ran_and_what_it_refused(tmp_path):
 )
 def test_the_worker_starts_only_where_jobs_run_on_this_machine(arguments, expected):
     assert runs_jobs_here(arguments) is expected
+
+
+@pytest.mark.parametrize(
+    "arguments, expected",
+    [
+        (["--cores", "2"], ["--max-jobs-per-timespan", LOCAL_JOB_RATE]),
+        (["--cores", "2", "--max-jobs-per-timespan", "5/1s"], []),
+        (["--cores", "2", "--max-jobs-per-second=5"], []),
+        (["--profile", "profiles/slurm"], []),
+        (["--executor", "slurm"], []),
+        (["--cores", "2", "--dry-run"], []),
+    ],
+)
+def test_local_runs_lift_the_job_rate_limit_whose_wake_ups_cost_half_a_core(arguments, expected, monkeypatch):
+    monkeypatch.delenv("SNAKEMAKE_PROFILE", raising=False)
+    assert local_job_rate(arguments) == expected
 
 
 def test_snakemake_hands_a_one_thread_job_to_the_worker_and_runs_a_two_thread_job_itself(tmp_path):
