@@ -165,6 +165,17 @@ def test_local_runs_lift_the_job_rate_limit_whose_wake_ups_cost_half_a_core(argu
     assert local_job_rate(arguments) == expected
 
 
+def test_snakemake_exits_at_once_under_the_local_job_rate(tmp_path):
+    # Each scheduling round leaves a timer of the rate's timespan that Snakemake's exit waits for: with a day's,
+    # a finished run never exits.
+    (tmp_path / "Snakefile").write_text('rule all:\n    output: "done.txt"\n    shell: "touch {output}"\n')
+    command = [sys.executable, "-m", "snakemake", "-s", str(tmp_path / "Snakefile"), "--directory", str(tmp_path),
+               "--cores", "1", "--max-jobs-per-timespan", LOCAL_JOB_RATE]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert (tmp_path / "done.txt").exists()
+
+
 def test_snakemake_hands_a_one_thread_job_to_the_worker_and_runs_a_two_thread_job_itself(tmp_path):
     (tmp_path / "Snakefile").write_text(
         textwrap.dedent(

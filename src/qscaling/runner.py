@@ -26,8 +26,9 @@ from qscaling import worker
 SNAKEFILE = Path(__file__).resolve().parents[2] / "Snakefile"
 # Snakemake's default job-rate limit (100 per second) makes its scheduler wake every second and size the inputs of
 # every ready job, whether or not a job finished: on the default DAG, half of one of two cores (1,439 of 3,000
-# ticks over 30 s), 1.6 % with this limit, which no local run reaches and which wakes it once a day instead.
-LOCAL_JOB_RATE = "100000/1d"
+# ticks over 30 s). This limit, which no local run reaches, wakes it every 5 s instead. Not longer: each wake-up is
+# a non-daemon timer that Snakemake's exit waits for (with a day's timespan it measured 49 ticks but never exited).
+LOCAL_JOB_RATE = "10000/5s"
 RATE_OPTIONS = ("--max-jobs-per-timespan", "--max-jobs-per-second")
 
 
