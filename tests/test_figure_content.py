@@ -356,8 +356,11 @@ def test_kumar_fig1_left_stars_only_a_turn_beyond_its_noise_and_draws_error_bars
     assert len(turns) and len(stars) == len(turns)
     for turn in turns.itertuples():  # filled ★ for a rise beyond 2 s.e., hollow ☆ for one within it
         assert stars[(turn.D_best / n, turn.loss_best)] == (turn.rise > 2 * turn.rise_se), turn
-    bars = [c for c in ax.collections if isinstance(c, LineCollection) and len(c.get_segments())]
-    assert len(bars) == tables["ptq"]["bits"].nunique()  # one set of error bars per series, no PTQ included
+    lines = [c for c in ax.collections if isinstance(c, LineCollection) and len(c.get_segments())]
+    bands = [c for c in lines if c.get_gid() == SEED_BAND_GID]
+    series = tables["ptq"]["bits"].nunique()
+    assert len(lines) - len(bands) == series  # one set of error bars per series, no PTQ included
+    assert len(bands) == series  # and its seed band, from the points trained at other seeds
     plt.close(fig)
 
 
