@@ -477,6 +477,14 @@ def test_a_log_axis_showing_one_power_of_ten_gets_two_labels():
     assert not layout_problems(one_power())
 
 
+def test_a_log_axis_narrower_than_its_third_significant_digit_gets_two_distinct_labels():
+    fig, ax = small_figure()
+    ax.set(yscale="log", ylim=(9.86e3, 9.95e3))  # both inner points round to 9.9k at two significant digits
+    assert not layout_problems(fig)
+    labels = [label.get_text() for label in ax.get_yticklabels() if label.get_text()]
+    assert len(labels) == len(set(labels)) == 2, labels
+
+
 def test_minor_and_major_tick_labels_of_a_log_axis_share_one_line():
     def minor_labels():
         fig, ax = small_figure()

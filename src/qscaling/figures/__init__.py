@@ -136,8 +136,11 @@ def _tidy_log_axes(fig) -> None:
             labelled = next((subs for subs in _LOG_MINOR_LABELS if majors + sum(m in subs for m in minors) >= 2), None)
             axis.set_major_formatter(FuncFormatter(lambda value, _: compact_number(value)))
             if labelled is None:
-                # A view narrower than the gap between two tick marks: two values of its own, 2 significant digits.
-                axis.set_major_locator(FixedLocator([float(f"{v:.2g}") for v in np.geomspace(low, high, 4)[1:-1]]))
+                # A view narrower than the gap between two tick marks: two values of its own, with the fewest
+                # significant digits (2 or more) that tell them apart.
+                inner = np.geomspace(low, high, 4)[1:-1]
+                digits = next(d for d in range(2, 17) if len({f"{v:.{d}g}" for v in inner}) == 2)
+                axis.set_major_locator(FixedLocator([float(f"{v:.{digits}g}") for v in inner]))
                 axis.set_minor_formatter(NullFormatter())
                 continue
             axis.set_minor_formatter(
