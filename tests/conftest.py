@@ -127,7 +127,7 @@ def token_files(tmp_path_factory) -> dict:
     return paths
 
 
-# A whole smoke DAG (430 jobs) takes 7.5 min on 2 idle cores and longer beside the other xdist worker; a hang guard,
+# A whole smoke DAG (434 jobs) takes 12 min on 2 idle cores and longer beside the other xdist worker; a hang guard,
 # not a goal, short enough that a hung run fails its tests with its log instead of running out CI's time.
 SMOKE_TIMEOUT_S = 1500
 

@@ -16,8 +16,10 @@ from qscaling.studies.claims import (
     claims_frame,
     magnitude_from_interval,
     parameter_difference,
+    pooled_slope,
     positive_parameter_claim,
     render_markdown,
+    resampled_pooled_slopes,
     slope_claim,
     student_t_quantile,
     t_interval,
@@ -211,3 +213,24 @@ def test_intervals_from_few_seeds_use_the_t_quantile():
     assert student_t_quantile(2) == pytest.approx(4.303, abs=1e-3)
     assert student_t_quantile(1e9) == pytest.approx(1.960, abs=1e-3)
     assert student_t_quantile(0) == math.inf and t_interval(1.0, 0.0, dof=0) == (1.0, 1.0)
+
+
+@pytest.mark.parametrize("log_x, log_y", [(True, True), (False, False)])
+def test_resampled_pooled_slopes_are_the_pooled_slope_of_each_resample(log_x, log_y):
+    """Duplicated rows, groups a resample leaves with one row or none, and a row whose group key is missing."""
+    rng = np.random.default_rng(3)
+    frame = pd.DataFrame(
+        {
+            "method": ["a"] * 6 + ["b"] * 5 + ["c"] * 2 + [None],
+            "bits": [3, 3, 3, 4, 4, 4, 3, 3, 3, 3, 3, 5, 5, 3],
+            "N": rng.choice([2e4, 4e4, 8e4, 2e5], 14),
+            "delta": rng.uniform(0.01, 0.3, 14),
+        }
+    )
+    rows = rng.integers(0, len(frame), (300, len(frame)))
+    by = ["method", "bits"]
+    expected = [pooled_slope(frame.iloc[r], "N", "delta", by, log_x=log_x, log_y=log_y) for r in rows]
+    got = resampled_pooled_slopes(frame, "N", "delta", by, rows, log_x=log_x, log_y=log_y)
+    assert np.isnan(expected).any() and not np.isnan(expected).all()
+    np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-12)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(expected))

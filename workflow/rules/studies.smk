@@ -108,7 +108,7 @@ for study, configured in STUDIES.items():
             f"benchmarks/fits/{study}.tsv"
         conda:
             CONDA_ENV
-        threads: 2
+        threads: 1
         resources:
             mem_mb=2000,
             runtime=20,

@@ -204,6 +204,32 @@ def pooled_slope(frame: pd.DataFrame, x: str, y: str, by, *, log_x: bool = True,
     return float((x_all @ y_all) / (x_all @ x_all)) if x_all @ x_all > 0 else float("nan")
 
 
+def resampled_pooled_slopes(
+    frame: pd.DataFrame, x: str, y: str, by, rows: np.ndarray, *, log_x: bool = True, log_y: bool = True
+) -> np.ndarray:
+    """`pooled_slope` of each resample of `frame`, given as a (draws, n) array of row positions: all at once, as
+    row multiplicities per group, instead of a groupby per draw (1000 of those took seconds per claim)."""
+    gx = frame[x].to_numpy(float)
+    gy = frame[y].to_numpy(float)
+    gx, gy = (np.log(gx) if log_x else gx), (np.log(gy) if log_y else gy)
+    groups = frame.groupby(by, sort=False).ngroup().fillna(-1).to_numpy(int)
+    member = groups[:, None] == np.arange(groups.max() + 1)  # (n, groups)
+    draws = np.arange(len(rows))[:, None]
+    counts = np.zeros(rows.shape)
+    np.add.at(counts, (draws, rows), 1.0)  # (draws, n): how often each row was drawn
+    size = counts @ member
+    kept = size >= 2
+    weight = counts * (kept[:, groups] & (groups >= 0))  # rows with a missing key are in no group
+
+    def deviations(values):
+        means = np.divide((counts * values) @ member, size, out=np.zeros_like(size), where=kept)
+        return values - means[:, groups]
+
+    x_dev, y_dev = deviations(gx), deviations(gy)
+    sxy, sxx = (weight * x_dev * y_dev).sum(axis=1), (weight * x_dev * x_dev).sum(axis=1)
+    return np.divide(sxy, sxx, out=np.full_like(sxx, np.nan), where=sxx > 0)
+
+
 def slope_claim(
     study: str,
     text: str,
@@ -226,12 +252,8 @@ def slope_claim(
         statistic = f"too few positive points ({len(frame)})"
         return claim(study, text, statistic=statistic, ci="", verdict=INCONCLUSIVE, paper=paper, magnitude=magnitude)
     estimate = pooled_slope(frame, x, y, by, log_x=log_x)
-    rng = np.random.default_rng(seed)
-    draws = [
-        pooled_slope(frame.iloc[rng.integers(0, len(frame), len(frame))], x, y, by, log_x=log_x)
-        for _ in range(bootstrap)
-    ]
-    low, high = np.nanpercentile(draws, [2.5, 97.5])
+    rows = np.random.default_rng(seed).integers(0, len(frame), (bootstrap, len(frame)))
+    low, high = np.nanpercentile(resampled_pooled_slopes(frame, x, y, by, rows, log_x=log_x), [2.5, 97.5])
     kind = "log-log" if log_x else "log-linear"
     return claim(
         study,
