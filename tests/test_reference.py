@@ -140,6 +140,7 @@ def test_the_tolerances_catch_a_delta_moved_beyond_its_noise(tmp_path):
     """A δ_PTQ of ~4e-5 moved by 5 of its SEs fails (beyond the 3.69 that another machine moved a QAT δ); by 1.4
     (what one flipped rounding did) it passes."""
     table = pd.read_parquet(REFERENCE / "smoke" / "results" / "tables" / "kumar2024.parquet")
+    measured = int((table["delta_se"] > 0).sum())
     for name, shift, code in (("far", 5.0, 1), ("near", 1.4, 0)):
         changed = copy_with_kumar_row(
             tmp_path / name, "delta", lambda row: row["delta"] + shift * math.hypot(row["delta_se"], row["delta_se"])
@@ -147,7 +148,6 @@ def test_the_tolerances_catch_a_delta_moved_beyond_its_noise(tmp_path):
         assert abs(changed["delta"]) < 1e-3
         result = diff_against(REFERENCE / "smoke", tmp_path / name)
         assert result.returncode == code, result.stdout[-2000:]
-        measured = int((table["delta_se"] > 0).sum())
         assert f"in units of delta_se over {measured} rows: largest {shift:g} " in result.stdout
 
 
